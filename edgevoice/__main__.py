@@ -1,0 +1,5 @@
+import sys
+
+from edgevoice.cli import main
+
+sys.exit(main())

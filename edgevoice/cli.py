@@ -1,0 +1,145 @@
+"""The ``edgevoice`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from edgevoice import __version__
+from edgevoice.config import Config, load_config
+from edgevoice.errors import EdgeVoiceError
+from edgevoice.paths import SYSTEM_CONFIG
+
+STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
+STAGE_LABELS = {
+    "vad": "speech detection (VAD)",
+    "asr": "recognition (whisper.cpp)",
+    "llm_first_token": "LLM first token",
+    "first_audio": "transcript -> first audio",
+    "llm": "LLM generation",
+    "tts": "synthesis (Piper)",
+    "total": "total",
+}
+
+
+def find_config(explicit: str | None) -> Config:
+    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml, else defaults."""
+    candidates = [explicit, os.environ.get("EDGEVOICE_CONFIG")]
+    for candidate in candidates:
+        if candidate:
+            return load_config(candidate)
+    for path in (Path("edgevoice.toml"), SYSTEM_CONFIG):
+        if path.is_file():
+            return load_config(path)
+    return load_config(None)
+
+
+def _cmd_converse(args: argparse.Namespace) -> int:
+    from edgevoice.audio import read_audio, write_wav
+    from edgevoice.engines.factory import load_engines
+    from edgevoice.pipeline import ASR_RATE, Assistant
+
+    config = find_config(args.config)
+    audio = read_audio(args.input, rate=ASR_RATE)
+    t = time.perf_counter()
+    engines, load_times = load_engines(config)
+    try:
+        assistant = Assistant(config, engines)
+        assistant.warm_up()
+        ready = time.perf_counter() - t
+        result = assistant.converse(audio)
+    finally:
+        engines.close()
+    if args.out and not result.no_speech:
+        write_wav(args.out, result.audio, result.sample_rate)
+    if args.json:
+        report = result.to_json()
+        report["load_ms"] = {k: round(v * 1000, 1) for k, v in load_times.items()}
+        report["ready_ms"] = round(ready * 1000, 1)
+        report["out"] = str(args.out) if args.out and not result.no_speech else None
+        print(json.dumps(report))
+        return 0
+    if result.no_speech:
+        print("No speech found in the input: nothing to answer.")
+    else:
+        print(f"Visitor:   {result.transcript}")
+        print(f"Assistant: {result.reply}")
+        if args.out:
+            print(f"Reply audio: {args.out} ({len(result.audio) / result.sample_rate:.2f} s)")
+    print(f"\nModels loaded and warmed in {ready * 1000:.0f} ms. Time per stage:")
+    stages = result.stage_ms()
+    for name in STAGE_ORDER:
+        if name in stages:
+            print(f"  {STAGE_LABELS[name]:<28} {stages[name]:8.1f} ms")
+    return 0
+
+
+def _cmd_say(args: argparse.Namespace) -> int:
+    from edgevoice.audio import write_wav
+    from edgevoice.engines.factory import _piper_files, model_store
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.speech_text import normalize_for_speech
+
+    config = find_config(args.config)
+    onnx, voice_config = _piper_files(model_store(config), config.models.tts)
+    import numpy as np
+
+    tts = PiperSynthesizer(onnx, voice_config, threads=config.tts.threads, length_scale=config.tts.length_scale)
+    audio = np.concatenate(list(tts.synthesize(normalize_for_speech(args.text))))
+    write_wav(args.out, audio, tts.sample_rate)
+    print(f"{args.out}: {len(audio) / tts.sample_rate:.2f} s at {tts.sample_rate} Hz")
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = find_config(args.config)
+    print(f"config OK ({config.source})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from edgevoice.models.cli import add_models_parser
+
+    parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
+    parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("converse", help="answer one recorded question: WAV in, spoken reply out")
+    p.add_argument("input", type=Path, help="a WAV file (any rate, any number of channels)")
+    p.add_argument("--out", type=Path, help="where to write the reply as WAV")
+    p.add_argument("--json", action="store_true", help="print one JSON object (transcript, reply, stages in ms)")
+    p.add_argument("--config", help="edgevoice.toml to use")
+    p.set_defaults(handler=_cmd_converse)
+
+    p = sub.add_parser("say", help="speak a text with the configured voice into a WAV file")
+    p.add_argument("text")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--config")
+    p.set_defaults(handler=_cmd_say)
+
+    p = sub.add_parser("config", help="validate the configuration and exit")
+    p.add_argument("--config")
+    p.set_defaults(handler=_cmd_config)
+
+    add_models_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.handler(args))
+    except EdgeVoiceError as exc:
+        print(f"edgevoice: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

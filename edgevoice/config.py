@@ -1,0 +1,183 @@
+"""Configuration: declared once, read from one TOML file, validated at load.
+
+Every value has a default, so edgevoice runs with no file at all. A bad value fails at start with the key, the value
+and what is allowed (:class:`~edgevoice.errors.ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from edgevoice.errors import ConfigError
+from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+
+# Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
+
+
+def _rng(lo: float, hi: float) -> dict[str, tuple[float, float]]:
+    return {"range": (lo, hi)}
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    dir: str = ""
+    """Where installed models live; empty: $EDGEVOICE_MODELS_DIR or ~/.local/share/edgevoice/models."""
+    vad: str = "silero-vad"
+    turn: str = "smart-turn-v3.2"
+    asr: str = "whisper-tiny.en"
+    llm: str = "qwen2.5-0.5b-instruct-q4km"
+    tts: str = "piper-en_US-joe-medium"
+    """Each is a manifest name (see `edgevoice models list`) or a path to one's own model file."""
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
+    min_speech_ms: int = field(default=200, metadata=_rng(30, 5000))
+    min_silence_ms: int = field(default=400, metadata=_rng(30, 5000))
+    """Silence that separates two utterances in a recording."""
+    pad_ms: int = field(default=150, metadata=_rng(0, 1000))
+    """Audio kept before and after each speech segment."""
+    threads: int = field(default=1, metadata=_rng(1, 64))
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    threads: int = field(default=2, metadata=_rng(1, 64))
+    audio_ctx: int = field(default=0, metadata=_rng(0, 1500))
+    """Encoder context in 20 ms frames; 0 sizes it to the audio (much faster on short turns)."""
+    language: str = "en"
+    initial_prompt: str = ""
+    max_seconds: float = field(default=30.0, metadata=_rng(1.0, 30.0))
+    """Speech longer than this is cut to its first max_seconds (one Whisper window)."""
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    threads: int = field(default=2, metadata=_rng(1, 64))
+    n_ctx: int = field(default=2048, metadata=_rng(256, 32768))
+    n_batch: int = field(default=256, metadata=_rng(8, 4096))
+    n_gpu_layers: int = field(default=0, metadata=_rng(-1, 1000))
+    max_tokens: int = field(default=80, metadata=_rng(8, 1024))
+    temperature: float = field(default=0.0, metadata=_rng(0.0, 2.0))
+    top_p: float = field(default=0.9, metadata=_rng(0.05, 1.0))
+    repeat_penalty: float = field(default=1.1, metadata=_rng(1.0, 2.0))
+    seed: int = field(default=1234, metadata=_rng(0, 2**31 - 1))
+
+
+@dataclass(frozen=True)
+class TtsConfig:
+    threads: int = field(default=1, metadata=_rng(1, 64))
+    length_scale: float = field(default=1.0, metadata=_rng(0.5, 2.0))
+    """Speaking rate: below 1 is faster."""
+    sentence_silence_ms: int = field(default=150, metadata=_rng(0, 2000))
+
+
+@dataclass(frozen=True)
+class KioskConfig:
+    name: str = "Ada"
+    persona: str = SAMPLE_PERSONA
+    knowledge: str = SAMPLE_KNOWLEDGE
+    knowledge_file: str = ""
+    """A text or Markdown file of venue facts; when set it replaces ``knowledge``."""
+    max_sentences: int = field(default=2, metadata=_rng(1, 5))
+
+
+@dataclass(frozen=True)
+class Config:
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    kiosk: KioskConfig = field(default_factory=KioskConfig)
+    source: str = field(default="<defaults>", compare=False)
+
+    def knowledge_text(self) -> str:
+        """The venue facts: the knowledge file when configured, else the inline text."""
+        if not self.kiosk.knowledge_file:
+            return self.kiosk.knowledge
+        path = Path(self.kiosk.knowledge_file).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read and validate a TOML config; ``None`` gives the defaults."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
+    config = config_from_dict(raw)
+    return dataclasses.replace(config, source=str(path))
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    """Build a validated :class:`Config` from parsed TOML (nested tables)."""
+    return typing.cast(Config, _build(Config, raw, prefix=""))
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str) -> object:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        key = f"{prefix}{unknown[0]}"
+        raise ConfigError(f"{key}: unknown key (allowed here: {', '.join(sorted(fields))})")
+    values: dict[str, object] = {}
+    for name, value in raw.items():
+        key = f"{prefix}{name}"
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{key} = {value!r}: must be a table [{key}]")
+            values[name] = _build(typing.cast(type, hint), value, prefix=f"{key}.")
+        else:
+            values[name] = _check_value(key, value, hint, fields[name].metadata)
+    return cls(**values)
+
+
+def _check_value(key: str, value: object, hint: object, meta: types.MappingProxyType[str, Any]) -> object:
+    if get_origin(hint) is Literal:
+        allowed = get_args(hint)
+        if value not in allowed:
+            raise ConfigError(f"{key} = {value!r}: must be one of {', '.join(map(repr, allowed))}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r}: must be true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} = {value!r}: must be a whole number")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} = {value!r}: must be a number")
+        value = float(value)
+    elif hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} = {value!r}: must be a string")
+        return value
+    if "range" in meta:
+        lo, hi = meta["range"]
+        assert isinstance(value, (int, float))
+        if not lo <= value <= hi:
+            raise ConfigError(f"{key} = {value!r}: must be between {lo} and {hi}")
+    return value

@@ -1,0 +1,104 @@
+"""Building the engines from the config: manifest names or one's own model files, checked before loading."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from edgevoice.config import Config
+from edgevoice.errors import ConfigError, ModelMissingError
+from edgevoice.models.store import ModelStore
+from edgevoice.pipeline import Engines
+
+log = logging.getLogger(__name__)
+
+
+def model_store(config: Config) -> ModelStore:
+    return ModelStore(Path(config.models.dir).expanduser() if config.models.dir else None)
+
+
+def resolve(store: ModelStore, key: str, value: str, *, file: str | None = None) -> Path:
+    """A manifest name resolves to its verified installed file; anything with a slash or suffix is a path."""
+    if value in store.manifest.models:
+        return store.path(value, file)
+    path = Path(value).expanduser()
+    if "/" in value or path.suffix:
+        if not path.is_file():
+            raise ModelMissingError(f"models.{key} = {value!r}: no such file")
+        return path
+    known = ", ".join(sorted(store.manifest.models))
+    raise ConfigError(f"models.{key} = {value!r}: not a model in the manifest ({known}) nor a file path")
+
+
+def _piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
+    if value in store.manifest.models:
+        spec = store.manifest.models[value]
+        onnx = next(o.file for o in spec.outputs if o.file.endswith(".onnx"))
+        return store.path(value, onnx), store.path(value, onnx + ".json")
+    model = resolve(store, "tts", value)
+    return model, model.with_name(model.name + ".json")
+
+
+def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engines, dict[str, float]]:
+    """Load every engine; return them with the load time of each (seconds)."""
+    from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.engines.silero_onnx import SileroVad
+    from edgevoice.engines.whispercpp import WhisperCppRecognizer
+
+    store = store or model_store(config)
+    m = config.models
+    loaded: list[object] = []
+    times: dict[str, float] = {}
+
+    def timed(stage: str, build: object) -> object:
+        t = time.perf_counter()
+        engine = build()  # type: ignore[operator]
+        times[stage] = time.perf_counter() - t
+        loaded.append(engine)
+        return engine
+
+    try:
+        vad = timed("vad", lambda: SileroVad(resolve(store, "vad", m.vad), threads=config.vad.threads))
+        asr = timed(
+            "asr",
+            lambda: WhisperCppRecognizer(
+                resolve(store, "asr", m.asr),
+                threads=config.asr.threads,
+                audio_ctx=config.asr.audio_ctx,
+                language=config.asr.language,
+                initial_prompt=config.asr.initial_prompt,
+            ),
+        )
+        c = config.llm
+        llm = timed(
+            "llm",
+            lambda: LlamaCppModel(
+                resolve(store, "llm", m.llm),
+                n_ctx=c.n_ctx,
+                threads=c.threads,
+                n_batch=c.n_batch,
+                n_gpu_layers=c.n_gpu_layers,
+                seed=c.seed,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                repeat_penalty=c.repeat_penalty,
+            ),
+        )
+        onnx, voice_config = _piper_files(store, m.tts)
+        tts = timed(
+            "tts",
+            lambda: PiperSynthesizer(
+                onnx,
+                voice_config,
+                threads=config.tts.threads,
+                length_scale=config.tts.length_scale,
+                sentence_silence_ms=config.tts.sentence_silence_ms,
+            ),
+        )
+    except BaseException:
+        for engine in loaded:
+            getattr(engine, "close", lambda: None)()
+        raise
+    return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times  # type: ignore[arg-type]

@@ -1,0 +1,144 @@
+"""llama.cpp (llama-cpp-python) behind the LanguageModel interface, with the prompt prefix kept in the KV cache.
+
+The chat template comes from the GGUF file. Every turn's prompt starts with the same system prompt (persona, rules,
+venue knowledge), so llama.cpp's KV cache keeps it between turns: only the new tokens are evaluated. ``prefill`` lets
+the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the visitor is still speaking).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
+from edgevoice.events import ChatMessage
+from edgevoice.models.formats import check_gguf
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """llama.cpp prints its load log from C straight to fd 2; keep it out of the user's terminal."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class LlamaCppModel:
+    """A GGUF chat model. Not thread-safe: one reply at a time."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int = 2048,
+        threads: int = 2,
+        n_batch: int = 256,
+        n_gpu_layers: int = 0,
+        seed: int = 1234,
+        temperature: float = 0.0,
+        top_p: float = 0.9,
+        repeat_penalty: float = 1.1,
+    ) -> None:
+        if not model_path.is_file():
+            raise ModelMissingError(f"language model {model_path} does not exist")
+        info = check_gguf(model_path)
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        try:
+            with _quiet_stderr():
+                self._llm: Llama = Llama(
+                    model_path=str(model_path),
+                    n_ctx=n_ctx,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_batch=n_batch,
+                    n_gpu_layers=n_gpu_layers,
+                    seed=seed,
+                    verbose=False,
+                )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFormatError(f"llama.cpp could not load {model_path}: {exc}") from exc
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelFormatError(f"{model_path} has no chat template (tokenizer.chat_template): not a chat model")
+        eos = self._llm.token_eos()
+        bos = self._llm.token_bos()
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=self._llm._model.token_get_text(eos) if eos != -1 else "",
+            bos_token=self._llm._model.token_get_text(bos) if bos != -1 else "",
+        )
+        self.info = info
+        self.n_ctx = n_ctx
+        self._sampling = {"temperature": temperature, "top_p": top_p, "repeat_penalty": repeat_penalty}
+
+    # -- prompt handling ---------------------------------------------------------------------------------------
+    def tokens(self, messages: Sequence[ChatMessage], *, generation_prompt: bool = True) -> list[int]:
+        """The prompt tokens for ``messages`` in the model's own chat format."""
+        self._formatter.add_generation_prompt = generation_prompt
+        rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        return self._llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True)
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return len(self.tokens(messages))
+
+    @property
+    def cached_tokens(self) -> int:
+        return int(self._llm.n_tokens)
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        """Evaluate the prompt for ``messages`` (no generation prompt) into the KV cache; return new tokens evaluated.
+
+        Tokens already in the cache (the longest common prefix with the last prompt) are not evaluated again.
+        """
+        tokens = self.tokens(messages, generation_prompt=False)
+        keep = 0
+        for cached, new in zip(self._llm.input_ids[: self._llm.n_tokens], tokens):
+            if cached != new:
+                break
+            keep += 1
+        if keep == len(tokens):
+            return 0
+        self._llm.n_tokens = keep
+        try:
+            self._llm.eval(tokens[keep:])
+        except Exception as exc:
+            raise LanguageModelError(f"prefill failed: {exc}") from exc
+        return len(tokens) - keep
+
+    # -- generation --------------------------------------------------------------------------------------------
+    def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
+        prompt = self.tokens(messages)
+        if len(prompt) + max_tokens > self.n_ctx:
+            raise LanguageModelError(
+                f"prompt of {len(prompt)} tokens plus {max_tokens} reply tokens exceeds n_ctx={self.n_ctx}",
+                code="llm_context_full",
+            )
+        try:
+            stream = self._llm.create_completion(prompt=prompt, max_tokens=max_tokens, stream=True, **self._sampling)
+            for chunk in stream:
+                text = chunk["choices"][0]["text"]  # type: ignore[index]
+                if text:
+                    yield text
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            raise LanguageModelError(f"generation failed: {exc}") from exc
+
+    def close(self) -> None:
+        llm = getattr(self, "_llm", None)
+        if llm is not None:
+            llm.close()
+            self._llm = None  # type: ignore[assignment]

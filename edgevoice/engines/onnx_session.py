@@ -1,0 +1,30 @@
+"""ONNX Runtime sessions owned by edgevoice: thread counts set per session, clear errors for bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnxruntime as ort
+
+from edgevoice.errors import ModelFormatError, ModelMissingError
+
+
+def open_session(path: Path, *, threads: int = 1, providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> ort.InferenceSession:
+    """Open ``path`` as an ONNX Runtime session, or raise an :class:`~edgevoice.errors.ModelError` naming the file.
+
+    ONNX Runtime itself reports a truncated or non-ONNX file as an exception (never a crash); it is wrapped here so
+    the message names the file and what is wrong with it.
+    """
+    if not path.is_file():
+        raise ModelMissingError(f"model file {path} does not exist")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    available = set(ort.get_available_providers())
+    chosen = [p for p in providers if p in available] or ["CPUExecutionProvider"]
+    try:
+        return ort.InferenceSession(str(path), sess_options=options, providers=chosen)
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf/... types
+        raise ModelFormatError(f"{path} is not a valid ONNX model ({type(exc).__name__}: {exc})") from exc

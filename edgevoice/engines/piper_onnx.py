@@ -1,0 +1,102 @@
+"""Piper voices run in edgevoice's own ONNX Runtime session.
+
+piper-tts is used only for phonemization (its bundled espeak-ng bridge and the phoneme-id map); the voice model runs
+in a session we own, so thread counts, streaming and cancellation are ours. Note: piper-tts and the espeak-ng data it
+bundles are GPL-3.0-or-later.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from edgevoice.engines.onnx_session import open_session
+from edgevoice.errors import ModelFormatError, ModelMissingError, SynthesizerError
+from edgevoice.interfaces import FloatAudio
+
+_ESPEAK_LOCK = threading.Lock()  # the espeak-ng bridge is a process-wide singleton
+
+
+class PiperSynthesizer:
+    """Text to speech with a Piper voice (``voice.onnx`` + ``voice.onnx.json``)."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        config_path: Path | None = None,
+        *,
+        threads: int = 1,
+        length_scale: float | None = None,
+        sentence_silence_ms: int = 0,
+    ) -> None:
+        from piper.config import PiperConfig  # piper imports onnxruntime; keep it off the import path of edgevoice
+
+        config_path = config_path or model_path.with_name(model_path.name + ".json")
+        if not config_path.is_file():
+            raise ModelMissingError(f"voice config {config_path} does not exist")
+        try:
+            self._config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        except (ValueError, KeyError) as exc:
+            raise ModelFormatError(f"{config_path} is not a Piper voice config ({exc})") from exc
+        self._session = open_session(model_path, threads=threads)
+        self.sample_rate: int = self._config.sample_rate
+        self._scales = np.array(
+            [
+                self._config.noise_scale,
+                length_scale if length_scale is not None else self._config.length_scale,
+                self._config.noise_w_scale,
+            ],
+            dtype=np.float32,
+        )
+        self._needs_sid = self._config.num_speakers > 1
+        self._silence = np.zeros(int(self.sample_rate * sentence_silence_ms / 1000), dtype=np.float32)
+        self._phonemizer = self._make_phonemizer()
+
+    @staticmethod
+    def _make_phonemizer() -> object:
+        from piper.phonemize_espeak import EspeakPhonemizer
+
+        with _ESPEAK_LOCK:
+            return EspeakPhonemizer()
+
+    def phonemize(self, text: str) -> list[list[str]]:
+        """Phonemes grouped by sentence."""
+        with _ESPEAK_LOCK:
+            return self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined, no-any-return]
+
+    def synthesize(self, text: str) -> Iterator[FloatAudio]:
+        """Yield float32 audio one sentence at a time, each as soon as it is computed."""
+        from piper.phoneme_ids import phonemes_to_ids
+
+        try:
+            sentences = [s for s in self.phonemize(text) if s]
+        except Exception as exc:
+            raise SynthesizerError(f"phonemization failed: {exc}") from exc
+        for index, phonemes in enumerate(sentences):
+            ids = phonemes_to_ids(phonemes, self._config.phoneme_id_map)
+            audio = self._run(ids)
+            if index < len(sentences) - 1 and len(self._silence):
+                audio = np.concatenate([audio, self._silence])
+            yield audio
+
+    def _run(self, ids: list[int]) -> FloatAudio:
+        inputs: dict[str, np.ndarray] = {
+            "input": np.array([ids], dtype=np.int64),
+            "input_lengths": np.array([len(ids)], dtype=np.int64),
+            "scales": self._scales,
+        }
+        if self._needs_sid:
+            inputs["sid"] = np.array([0], dtype=np.int64)  # the voice's first speaker
+        try:
+            out = self._session.run(None, inputs)[0]
+        except Exception as exc:
+            raise SynthesizerError(f"voice model failed: {exc}") from exc
+        audio = np.asarray(out, dtype=np.float32).reshape(-1)
+        return np.clip(audio, -1.0, 1.0)
+
+    def close(self) -> None:
+        self._session = None  # type: ignore[assignment]

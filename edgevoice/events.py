@@ -1,0 +1,78 @@
+"""Typed, frozen values passed between stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A span of speech, in samples at ``sample_rate`` from the start of the stream."""
+
+    start: int
+    end: int
+    sample_rate: int
+
+    @property
+    def start_s(self) -> float:
+        return self.start / self.sample_rate
+
+    @property
+    def end_s(self) -> float:
+        return self.end / self.sample_rate
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    no_speech_prob: float = 0.0
+    filtered: str | None = None
+    """Why the raw text was discarded (a known phantom phrase, high no-speech probability), or None."""
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class StageTime:
+    stage: str
+    ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConverseResult:
+    """What ``edgevoice converse`` produced for one recorded utterance."""
+
+    transcript: str
+    reply: str
+    audio: npt.NDArray[np.float32] = field(repr=False)
+    sample_rate: int
+    stages: tuple[StageTime, ...]
+    speech: tuple[Segment, ...] = ()
+    no_speech: bool = False
+
+    def stage_ms(self) -> dict[str, float]:
+        return {s.stage: round(s.ms, 1) for s in self.stages}
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "transcript": self.transcript,
+            "reply": self.reply,
+            "no_speech": self.no_speech,
+            "speech": [[round(s.start_s, 3), round(s.end_s, 3)] for s in self.speech],
+            "reply_seconds": round(len(self.audio) / self.sample_rate, 3) if self.sample_rate else 0.0,
+            "stages": self.stage_ms(),
+        }

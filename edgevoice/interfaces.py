@@ -1,0 +1,69 @@
+"""The narrow interfaces between the pipeline and the engines.
+
+The pipeline only ever talks to these protocols; each engine (ONNX Runtime, whisper.cpp, llama.cpp) lives in one
+adapter module under :mod:`edgevoice.engines`. A fake for a unit test is a ten-line class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from edgevoice.events import ChatMessage, Transcript
+
+FloatAudio = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class VoiceActivity(Protocol):
+    """Frame-wise speech probability (Silero VAD)."""
+
+    sample_rate: int
+    frame_samples: int
+
+    def reset(self) -> None:
+        """Forget the recurrent state: call at the start of every new stream."""
+
+    def probability(self, frame: FloatAudio) -> float:
+        """Speech probability of one frame of exactly ``frame_samples`` samples at ``sample_rate``."""
+
+
+@runtime_checkable
+class EndOfTurn(Protocol):
+    """Probability that the speaker has finished the turn (Smart Turn)."""
+
+    sample_rate: int
+
+    def probability_complete(self, turn_audio: FloatAudio) -> float:
+        """Probability in [0, 1] that ``turn_audio`` (the turn so far, mono float32) is a complete turn."""
+
+
+@runtime_checkable
+class Recognizer(Protocol):
+    """Speech to text (whisper.cpp)."""
+
+    sample_rate: int
+
+    def transcribe(self, audio: FloatAudio, *, prompt: str = "") -> Transcript:
+        """Transcribe mono float32 audio at ``sample_rate``."""
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """A chat model that streams its reply (llama.cpp)."""
+
+    def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
+        """Yield the reply as text pieces, as the model produces them."""
+
+
+@runtime_checkable
+class Synthesizer(Protocol):
+    """Text to speech (Piper voice in ONNX Runtime)."""
+
+    sample_rate: int
+
+    def synthesize(self, text: str) -> Iterator[FloatAudio]:
+        """Yield mono float32 audio at ``sample_rate``, one chunk per sentence or clause, as soon as each is ready."""
