@@ -29,7 +29,9 @@ STAGE_LABELS = {
 
 
 def find_config(explicit: str | None) -> Config:
-    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml, else defaults."""
+    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml.
+
+    With none of them, the defaults."""
     candidates = [explicit, os.environ.get("EDGEVOICE_CONFIG")]
     for candidate in candidates:
         if candidate:
@@ -82,12 +84,12 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 def _cmd_say(args: argparse.Namespace) -> int:
     from edgevoice.audio import write_wav
-    from edgevoice.engines.factory import _piper_files, model_store
+    from edgevoice.engines.factory import piper_files, model_store
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.speech_text import normalize_for_speech
 
     config = find_config(args.config)
-    onnx, voice_config = _piper_files(model_store(config), config.models.tts)
+    onnx, voice_config = piper_files(model_store(config), config.models.tts)
     import numpy as np
 
     tts = PiperSynthesizer(onnx, voice_config, threads=config.tts.threads, length_scale=config.tts.length_scale)
@@ -135,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return int(args.handler(args))
     except EdgeVoiceError as exc:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgevoice.chunker import SentenceChunker
 from edgevoice.clock import Clock, MonotonicClock, StageTimer
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation, prefix_messages
-from edgevoice.chunker import SentenceChunker
 from edgevoice.speech_text import normalize_for_speech, speakable
 from edgevoice.vad import speech_segments
 

@@ -30,23 +30,33 @@ def engines(store) -> Iterator[Engines]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def speak(engines: Engines) -> Callable[[str], np.ndarray]:
-    """Speech for a text, made by the default voice, at 16 kHz."""
+def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
+    """Speech for a text at 16 kHz, made by the default voice without its sampling noise, so every test run hears
+    exactly the same audio."""
+    from edgevoice.engines.factory import piper_files
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.speech_text import normalize_for_speech
 
+    tts = PiperSynthesizer(*piper_files(store, Config().models.tts), noise_scale=0.0, noise_w=0.0)
+
     def make(text: str) -> np.ndarray:
-        tts = engines.synthesizer
         audio = np.concatenate(list(tts.synthesize(normalize_for_speech(text))))
         return to_model_rate(audio, tts.sample_rate, ASR_RATE)
 
     return make
 
 
+_CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have"}
+
+
 def words(text: str) -> list[str]:
-    """Lower-case words without punctuation, numbers spelled out: for comparing transcripts."""
+    """Lower-case words without punctuation, numbers spelled out, contractions expanded: for comparing transcripts."""
     from edgevoice.speech_text import normalize_for_speech
 
-    return re.findall(r"[a-z']+", normalize_for_speech(text).lower().replace("-", " "))
+    text = normalize_for_speech(text).lower().replace("-", " ").replace("’", "'")
+    for short, long in _CONTRACTIONS.items():
+        text = text.replace(short, long)
+    return re.findall(r"[a-z']+", text)
 
 
 def wer(reference: str, hypothesis: str) -> float:

@@ -19,7 +19,9 @@ SAMPLE = ROOT / "samples" / "question.wav"
 SAMPLE_TEXT = "How much is a ticket for a student?"
 
 
-def edgevoice(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def edgevoice(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edgevoice", *args],
         capture_output=True,
@@ -121,7 +123,9 @@ def test_corrupt_model_file_is_refused_with_its_name(tmp_path: Path, store) -> N
 
     garbage = tmp_path / "voice.onnx"
     garbage.write_bytes(b"\x00not an onnx model" * 100)
-    (tmp_path / "voice.onnx.json").write_text(store.path("piper-en_US-joe-medium", "en_US-joe-medium.onnx.json").read_text())
+    (tmp_path / "voice.onnx.json").write_text(
+        store.path("piper-en_US-joe-medium", "en_US-joe-medium.onnx.json").read_text()
+    )
     config.write_text(f'[models]\ntts = "{garbage}"\n')
     proc = edgevoice("converse", str(SAMPLE), "--config", str(config))
     assert proc.returncode == 2, proc.stderr

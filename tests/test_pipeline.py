@@ -13,7 +13,9 @@ def utterance() -> np.ndarray:
     return audio
 
 
-def make(reply: str, transcript: str = "How much is a ticket?") -> tuple[Assistant, ManualClock, FakeLlm, FakeSynth, FakeRecognizer]:
+def make(
+    reply: str, transcript: str = "How much is a ticket?"
+) -> tuple[Assistant, ManualClock, FakeLlm, FakeSynth, FakeRecognizer]:
     clock = ManualClock()
     asr, llm, tts = FakeRecognizer(transcript, clock), FakeLlm(reply, clock), FakeSynth(clock)
     engines = Engines(vad=FakeVad(), recognizer=asr, llm=llm, synthesizer=tts)
@@ -21,7 +23,7 @@ def make(reply: str, transcript: str = "How much is a ticket?") -> tuple[Assista
 
 
 def test_chain_transcribes_answers_and_times_every_stage() -> None:
-    assistant, _, llm, tts, asr = make("A student ticket costs 9 euros. Enjoy your visit.")
+    assistant, _, _llm, tts, asr = make("A student ticket costs 9 euros. Enjoy your visit.")
     result = assistant.converse(utterance())
     assert result.transcript == "How much is a ticket?"
     assert result.reply == "A student ticket costs 9 euros. Enjoy your visit."
@@ -39,7 +41,7 @@ def test_chain_transcribes_answers_and_times_every_stage() -> None:
 
 
 def test_reply_is_cut_at_max_sentences_and_generation_stops() -> None:
-    assistant, _, llm, tts, _ = make("One. Two. Three. Four. Five. Six. Seven.")
+    assistant, _, llm, _tts, _ = make("One. Two. Three. Four. Five. Six. Seven.")
     result = assistant.converse(utterance())
     assert result.reply == "One. Two."
     assert llm.tokens_given < 7

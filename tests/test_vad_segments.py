@@ -6,7 +6,9 @@ RATE = 16000
 
 def segs(probs: list[float], **kw: int) -> list[tuple[int, int]]:
     kw.setdefault("pad_ms", 0)
-    return [(s.start // FRAME, s.end // FRAME) for s in speech_segments(probs, frame_samples=FRAME, sample_rate=RATE, **kw)]
+    return [
+        (s.start // FRAME, s.end // FRAME) for s in speech_segments(probs, frame_samples=FRAME, sample_rate=RATE, **kw)
+    ]
 
 
 def test_silence_has_no_segments() -> None:

@@ -31,7 +31,7 @@ def resolve(store: ModelStore, key: str, value: str, *, file: str | None = None)
     raise ConfigError(f"models.{key} = {value!r}: not a model in the manifest ({known}) nor a file path")
 
 
-def _piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
+def piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
     if value in store.manifest.models:
         spec = store.manifest.models[value]
         onnx = next(o.file for o in spec.outputs if o.file.endswith(".onnx"))
@@ -86,7 +86,7 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
                 repeat_penalty=c.repeat_penalty,
             ),
         )
-        onnx, voice_config = _piper_files(store, m.tts)
+        onnx, voice_config = piper_files(store, m.tts)
         tts = timed(
             "tts",
             lambda: PiperSynthesizer(

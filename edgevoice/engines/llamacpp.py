@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
 from edgevoice.events import ChatMessage
@@ -82,13 +82,14 @@ class LlamaCppModel:
         )
         self.info = info
         self.n_ctx = n_ctx
-        self._sampling = {"temperature": temperature, "top_p": top_p, "repeat_penalty": repeat_penalty}
+        self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
 
     # -- prompt handling ---------------------------------------------------------------------------------------
     def tokens(self, messages: Sequence[ChatMessage], *, generation_prompt: bool = True) -> list[int]:
         """The prompt tokens for ``messages`` in the model's own chat format."""
         self._formatter.add_generation_prompt = generation_prompt
-        rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        chat: list[Any] = [{"role": m.role, "content": m.content} for m in messages]
+        rendered = self._formatter(messages=chat)
         return self._llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=True)
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
@@ -105,7 +106,7 @@ class LlamaCppModel:
         """
         tokens = self.tokens(messages, generation_prompt=False)
         keep = 0
-        for cached, new in zip(self._llm.input_ids[: self._llm.n_tokens], tokens):
+        for cached, new in zip(self._llm.input_ids[: self._llm.n_tokens], tokens, strict=False):
             if cached != new:
                 break
             keep += 1
@@ -127,7 +128,14 @@ class LlamaCppModel:
                 code="llm_context_full",
             )
         try:
-            stream = self._llm.create_completion(prompt=prompt, max_tokens=max_tokens, stream=True, **self._sampling)
+            stream = self._llm.create_completion(
+                prompt=prompt,
+                max_tokens=max_tokens,
+                stream=True,
+                temperature=self._temperature,
+                top_p=self._top_p,
+                repeat_penalty=self._repeat_penalty,
+            )
             for chunk in stream:
                 text = chunk["choices"][0]["text"]  # type: ignore[index]
                 if text:

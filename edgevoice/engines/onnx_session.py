@@ -9,7 +9,9 @@ import onnxruntime as ort
 from edgevoice.errors import ModelFormatError, ModelMissingError
 
 
-def open_session(path: Path, *, threads: int = 1, providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> ort.InferenceSession:
+def open_session(
+    path: Path, *, threads: int = 1, providers: tuple[str, ...] = ("CPUExecutionProvider",)
+) -> ort.InferenceSession:
     """Open ``path`` as an ONNX Runtime session, or raise an :class:`~edgevoice.errors.ModelError` naming the file.
 
     ONNX Runtime itself reports a truncated or non-ONNX file as an exception (never a crash); it is wrapped here so

@@ -31,8 +31,12 @@ class PiperSynthesizer:
         *,
         threads: int = 1,
         length_scale: float | None = None,
+        noise_scale: float | None = None,
+        noise_w: float | None = None,
         sentence_silence_ms: int = 0,
     ) -> None:
+        """``length_scale``, ``noise_scale`` and ``noise_w`` default to the voice's own values; with both noise
+        values at 0 the output is deterministic (the voice's sampling noise makes every rendering different)."""
         from piper.config import PiperConfig  # piper imports onnxruntime; keep it off the import path of edgevoice
 
         config_path = config_path or model_path.with_name(model_path.name + ".json")
@@ -46,9 +50,9 @@ class PiperSynthesizer:
         self.sample_rate: int = self._config.sample_rate
         self._scales = np.array(
             [
-                self._config.noise_scale,
+                noise_scale if noise_scale is not None else self._config.noise_scale,
                 length_scale if length_scale is not None else self._config.length_scale,
-                self._config.noise_w_scale,
+                noise_w if noise_w is not None else self._config.noise_w_scale,
             ],
             dtype=np.float32,
         )
@@ -66,7 +70,7 @@ class PiperSynthesizer:
     def phonemize(self, text: str) -> list[list[str]]:
         """Phonemes grouped by sentence."""
         with _ESPEAK_LOCK:
-            return self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined, no-any-return]
+            return self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined]
 
     def synthesize(self, text: str) -> Iterator[FloatAudio]:
         """Yield float32 audio one sentence at a time, each as soon as it is computed."""
@@ -99,4 +103,4 @@ class PiperSynthesizer:
         return np.clip(audio, -1.0, 1.0)
 
     def close(self) -> None:
-        self._session = None  # type: ignore[assignment]
+        self._session = None

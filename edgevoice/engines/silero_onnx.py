@@ -51,4 +51,4 @@ class SileroVad:
         return np.array([self.probability(padded[i * n : (i + 1) * n]) for i in range(frames)], dtype=np.float32)
 
     def close(self) -> None:
-        self._session = None  # type: ignore[assignment]
+        self._session = None

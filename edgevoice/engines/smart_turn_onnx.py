@@ -48,4 +48,4 @@ class SmartTurn:
         return float(np.asarray(logits).reshape(-1)[0])
 
     def close(self) -> None:
-        self._session = None  # type: ignore[assignment]
+        self._session = None

@@ -18,6 +18,7 @@ second line: the pipeline's voice activity detector is the first.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -105,7 +106,7 @@ def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES)
 def looks_looped(text: str, repeats: int = 3, longest_unit: int = 8) -> bool:
     """True if the decoder looks stuck: a sentence twice in a row, or 1..``longest_unit`` words ``repeats`` times."""
     sentences = [s for s in (normalise(part) for part in _SENTENCE_END.split(text)) if s]
-    if any(a == b for a, b in zip(sentences, sentences[1:], strict=False)):
+    if any(a == b for a, b in itertools.pairwise(sentences)):
         return True
     words = normalise(text).split()
     for size in range(1, longest_unit + 1):
@@ -234,8 +235,8 @@ class WhisperCppRecognizer:
         p.print_timestamps = False
         p.print_special = False
         # whisper.cpp drops a window when no_speech_prob > no_speech_thold AND avg_logprob < logprob_thold. A
-        # logprob threshold above any log-probability lets the no-speech probability decide alone: Whisper's
-        # phantom sentences on noise come out with confident log-probabilities, so the AND let them through.
+        # logprob threshold above any log-probability lets the no-speech probability decide alone: phantom text on
+        # noise can come out confident (unpadded white noise gave "I'm going to go." through the AND).
         p.no_speech_thold = self.no_speech_threshold
         p.logprob_thold = 1.0
         if prompt:

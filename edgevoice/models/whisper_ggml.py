@@ -18,6 +18,7 @@ shapes and types that whisper.cpp's ``whisper_model_load`` requires, so a corrup
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -32,34 +33,20 @@ import numpy.typing as npt
 
 from edgevoice.errors import ModelFormatError, ModelMissingError
 
-__all__ = [
-    "GGML_MAGIC",
-    "GgmlWhisperInfo",
-    "WhisperHParams",
-    "convert_ct2_to_ggml",
-    "inspect_ggml",
-    "required_tensors",
-]
+__all__ = ["GGML_MAGIC", "GgmlWhisperInfo", "WhisperHParams", "convert_ct2_to_ggml", "inspect_ggml", "required_tensors"]
 
 GGML_MAGIC = 0x67676D6C
 N_FFT_BINS = 201  # whisper n_fft = 400 -> 201 rfft bins
 EOT_TOKEN = "<|endoftext|>"
 
-# ggml type id -> (block size, bytes per block), from ggml.c's type traits
+# ggml type id -> (block size, bytes per block), from ggml's type traits
+# fmt: off
 _GGML_TYPES: dict[int, tuple[int, int]] = {
-    0: (1, 4),  # F32
-    1: (1, 2),  # F16
-    2: (32, 18),  # Q4_0
-    3: (32, 20),  # Q4_1
-    6: (32, 22),  # Q5_0
-    7: (32, 24),  # Q5_1
-    8: (32, 34),  # Q8_0
-    10: (256, 84),  # Q2_K
-    11: (256, 110),  # Q3_K
-    12: (256, 144),  # Q4_K
-    13: (256, 176),  # Q5_K
-    14: (256, 210),  # Q6_K
+    0: (1, 4), 1: (1, 2),  # F32, F16
+    2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210),  # Q2_K .. Q6_K
 }
+# fmt: on
 # hparams.ftype (ggml_ftype, modulo GGML_QNT_VERSION_FACTOR) -> ggml type of the matrix weights
 _FTYPE_TO_WTYPE: dict[int, int] = {0: 0, 1: 1, 2: 2, 3: 3, 7: 8, 8: 6, 9: 7, 10: 10, 11: 11, 12: 12, 13: 13, 14: 14}
 _QNT_VERSION_FACTOR = 1000
@@ -227,10 +214,8 @@ class _Ct2Reader:
 
     def close(self) -> None:
         self.variables.clear()
-        try:
+        with contextlib.suppress(BufferError):  # an array still views the map (a traceback): the GC unmaps it
             self._map.close()
-        except BufferError:  # an array still views the map (e.g. held by a traceback): the GC unmaps it
-            pass
 
 
 def _ggml_tensors(ct2: _Ct2Reader) -> Iterator[tuple[str, npt.NDArray[np.float32]]]:
