@@ -84,7 +84,7 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 def _cmd_say(args: argparse.Namespace) -> int:
     from edgevoice.audio import write_wav
-    from edgevoice.engines.factory import piper_files, model_store
+    from edgevoice.engines.factory import model_store, piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.speech_text import normalize_for_speech
 

