@@ -80,6 +80,32 @@ class TtsConfig:
 
 
 @dataclass(frozen=True)
+class AudioConfig:
+    input_device: str = ""
+    """Input device: a name substring or an index from `edgevoice devices`; empty: the system default."""
+    output_device: str = ""
+    input_rate: int = field(default=0, metadata=_rng(0, 192000))
+    """Device rate in Hz; 0: the device's default rate. Audio is resampled to the models' rates."""
+    output_rate: int = field(default=0, metadata=_rng(0, 192000))
+    frame_ms: int = field(default=10, metadata=_rng(5, 100))
+    """Callback period of both streams."""
+    echo_cancellation: bool = True
+    """WebRTC echo cancellation with the playback as reference (a kiosk has a loudspeaker, not a headset)."""
+    noise_suppression: bool = True
+
+
+@dataclass(frozen=True)
+class EndpointingConfig:
+    silence_ms: int = field(default=200, metadata=_rng(60, 3000))
+    """Silence after which the turn ends if Smart Turn judges it complete."""
+    incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(100, 10000))
+    """Longest wait after an incomplete-sounding turn."""
+    min_speech_ms: int = field(default=120, metadata=_rng(30, 2000))
+    complete_threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
+    max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
+
+
+@dataclass(frozen=True)
 class KioskConfig:
     name: str = "Ada"
     persona: str = SAMPLE_PERSONA
@@ -96,6 +122,8 @@ class Config:
     asr: AsrConfig = field(default_factory=AsrConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    endpointing: EndpointingConfig = field(default_factory=EndpointingConfig)
     kiosk: KioskConfig = field(default_factory=KioskConfig)
     source: str = field(default="<defaults>", compare=False)
 

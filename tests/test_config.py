@@ -73,3 +73,5 @@ def test_example_config_loads_and_matches_the_defaults() -> None:
     assert config.asr == Config().asr
     assert config.tts == Config().tts
     assert config.vad == Config().vad
+    assert config.audio == Config().audio
+    assert config.endpointing == Config().endpointing
