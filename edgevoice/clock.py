@@ -27,23 +27,3 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
-
-
-class StageTimer:
-    """Records named spans and marks against a :class:`Clock`."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self.t0 = clock.now()
-        self.times: dict[str, float] = {}
-
-    def now(self) -> float:
-        return self._clock.now()
-
-    def record(self, stage: str, seconds: float) -> None:
-        self.times[stage] = self.times.get(stage, 0.0) + seconds
-
-    def since(self, stage: str, start: float) -> float:
-        elapsed = self._clock.now() - start
-        self.record(stage, elapsed)
-        return elapsed

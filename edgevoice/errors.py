@@ -59,6 +59,12 @@ class AudioInputError(EdgeVoiceError):
     stage = "input"
 
 
+class AudioDeviceError(EdgeVoiceError):
+    """A sound device cannot be found or opened, or stopped working (unplugged, sound server gone)."""
+
+    code = "audio_device"
+
+
 class StageError(EdgeVoiceError):
     """An engine failed while running a stage (vad, turn, asr, llm, tts)."""
 

@@ -5,19 +5,19 @@ Used by ``edgevoice converse``; the live loop reuses the same engines and text h
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgevoice.chunker import SentenceChunker
-from edgevoice.clock import Clock, MonotonicClock, StageTimer
+from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
-from edgevoice.kiosk.prompt import conversation, prefix_messages
-from edgevoice.speech_text import normalize_for_speech, speakable
+from edgevoice.kiosk.prompt import prefix_messages
+from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.vad import speech_segments
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Engines:
 
 
 class Assistant:
-    """One kiosk assistant: a cached prompt prefix, a conversation history and the engines."""
+    """One kiosk assistant on recorded speech: the engines, the cached prompt prefix and a conversation history."""
 
     def __init__(self, config: Config, engines: Engines, *, clock: Clock | None = None) -> None:
         self.config = config
@@ -52,7 +52,23 @@ class Assistant:
         self.prefix = prefix_messages(
             config.kiosk.persona, config.knowledge_text(), max_sentences=config.kiosk.max_sentences
         )
-        self.history: list[ChatMessage] = []
+        count = getattr(engines.llm, "count_tokens", None)
+        self.responder = Responder(
+            engines.recognizer,
+            engines.llm,
+            engines.synthesizer,
+            self.prefix,
+            max_tokens=config.llm.max_tokens,
+            max_sentences=config.kiosk.max_sentences,
+            clock=self.clock,
+            count_tokens=count,
+            asr_prompt=config.asr.initial_prompt,
+        )
+        self._turns = itertools.count(1)
+
+    @property
+    def history(self) -> list[ChatMessage]:
+        return self.responder.history
 
     def warm_up(self) -> None:
         """Evaluate the cached prompt prefix and run each engine once, so the first visitor waits for nothing."""
@@ -63,7 +79,6 @@ class Assistant:
         for _ in self.engines.synthesizer.synthesize("Hello."):
             pass
 
-    # -- stages -------------------------------------------------------------------------------------------------
     def find_speech(self, audio: FloatAudio) -> list[Segment]:
         vad = self.engines.vad
         vad.reset()  # type: ignore[attr-defined]
@@ -80,95 +95,52 @@ class Assistant:
             total_samples=len(audio),
         )
 
-    def reply_sentences(self, user_text: str, timer: StageTimer) -> Iterator[str]:
-        """Stream the language model's reply, yielding each speakable sentence as soon as it is complete.
-
-        At most ``kiosk.max_sentences`` sentences are spoken; generation stops there, or at the first code block.
-        The history records what was spoken, not what was generated.
-        """
-        messages = conversation(self.prefix, self.history, user_text)
-        chunker = SentenceChunker()
-        spoken: list[str] = []
-        limit = self.config.kiosk.max_sentences
-        start = timer.now()
-        first = True
-        stream = self.engines.llm.stream_reply(messages, max_tokens=self.config.llm.max_tokens)
-        try:
-            for piece in stream:
-                if first:
-                    timer.record("llm_first_token", timer.now() - start)
-                    first = False
-                for sentence in chunker.feed(piece):
-                    text = speakable(sentence, max_sentences=1)
-                    if text and len(spoken) < limit:
-                        spoken.append(text)
-                        timer.record("llm", timer.now() - start)
-                        yield text
-                        start = timer.now()
-                if len(spoken) >= limit or "```" in chunker.pending:
-                    break
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
-        if len(spoken) < limit:
-            tail = speakable(chunker.flush(), max_sentences=limit - len(spoken))
-            if tail:
-                spoken.append(tail)
-                timer.record("llm", timer.now() - start)
-                yield tail
-        self.history += [ChatMessage("user", user_text), ChatMessage("assistant", " ".join(spoken))]
-
     def converse(self, audio: FloatAudio) -> ConverseResult:
-        """Answer one recorded utterance (16 kHz mono float32)."""
-        timer = StageTimer(self.clock)
-        t = timer.now()
+        """Answer one recorded utterance (16 kHz mono float32), every stage timed."""
+        t0 = self.clock.now()
         segments = self.find_speech(audio)
-        timer.since("vad", t)
+        t_vad = self.clock.now()
+        stages = {"vad": t_vad - t0}
         rate = self.engines.synthesizer.sample_rate
-        if not segments:
-            return self._result(timer, "", "", [], rate, segments, no_speech=True)
-        start, end = segments[0].start, segments[-1].end
-        end = min(end, start + int(self.config.asr.max_seconds * ASR_RATE))
-        t = timer.now()
-        transcript = self.engines.recognizer.transcribe(audio[start:end], prompt=self.config.asr.initial_prompt)
-        timer.since("asr", t)
-        if transcript.is_empty:
-            log.info("no speech recognised (%s)", transcript.filtered or "empty transcript")
-            return self._result(timer, "", "", [], rate, segments, no_speech=True)
-        answer_start = timer.now()
         chunks: list[FloatAudio] = []
-        sentences: list[str] = []
-        for sentence in self.reply_sentences(transcript.text, timer):
-            sentences.append(sentence)
-            t = timer.now()
-            for chunk in self.engines.synthesizer.synthesize(normalize_for_speech(sentence)):
-                if not chunks:
-                    timer.record("first_audio", timer.now() - answer_start)
-                chunks.append(chunk)
-            timer.since("tts", t)
-        return self._result(timer, transcript.text, " ".join(sentences), chunks, rate, segments)
+        trace = ReplyTrace(next(self._turns), committed=t_vad)
+        if segments:
+            start, end = segments[0].start, segments[-1].end
+            end = min(end, start + int(self.config.asr.max_seconds * ASR_RATE))
 
-    def _result(
-        self,
-        timer: StageTimer,
-        transcript: str,
-        reply: str,
-        chunks: list[FloatAudio],
-        rate: int,
-        segments: list[Segment],
-        *,
-        no_speech: bool = False,
-    ) -> ConverseResult:
-        timer.record("total", timer.now() - timer.t0)
-        audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
-        stages = tuple(StageTime(name, seconds * 1000.0) for name, seconds in timer.times.items())
+            def emit(chunk: FloatAudio) -> int:
+                chunks.append(chunk)
+                return sum(len(c) for c in chunks)
+
+            self.responder.respond(audio[start:end], trace, threading.Event(), emit)
+            self.responder.commit(trace, None)
+        no_speech = not trace.transcript
+        if no_speech:
+            log.info("no speech recognised")
+        else:
+            stages |= trace_stages(trace)
+        stages["total"] = self.clock.now() - t0
         return ConverseResult(
-            transcript=transcript,
-            reply=reply,
-            audio=audio,
+            transcript=trace.transcript,
+            reply=trace.reply,
+            audio=np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32),
             sample_rate=rate,
-            stages=stages,
+            stages=tuple(StageTime(name, seconds * 1000.0) for name, seconds in stages.items()),
             speech=tuple(segments),
             no_speech=no_speech,
         )
+
+
+def trace_stages(trace: ReplyTrace) -> dict[str, float]:
+    """Stage durations (s) of one reply: recognition, LLM first token, first audio, LLM and synthesis totals."""
+    out: dict[str, float] = {}
+    if trace.transcript_done is not None:
+        out["asr"] = trace.transcript_done - trace.committed
+        if trace.first_token is not None:
+            out["llm_first_token"] = trace.first_token - trace.transcript_done
+        if trace.first_audio is not None:
+            out["first_audio"] = trace.first_audio - trace.transcript_done
+        if trace.done is not None:
+            out["llm"] = trace.done - trace.transcript_done - trace.synthesis_s
+            out["tts"] = trace.synthesis_s
+    return out

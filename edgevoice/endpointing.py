@@ -1,0 +1,209 @@
+"""When has the visitor finished speaking? The end-of-turn state machine. Pure logic: no clock, no engine.
+
+It is fed one VAD frame at a time, ``(frame_seconds, speech_probability)`` from Silero VAD, and keeps its own stream
+time (the sum of the frame durations since the last :meth:`Endpointer.reset`). It answers with typed events:
+
+- :class:`SpeechStart` once speech has lasted ``min_speech_ms`` (its ``t`` is the onset, the start of the first
+  speech frame, so the caller can keep the audio from there);
+- :class:`Pause` once the silence after speech reaches ``silence_ms``: the caller now runs Smart Turn on the turn
+  audio and reports the probability back with :meth:`Endpointer.report_turn_probability`;
+- :class:`TurnEnd` when the turn is over: ``"complete"`` (Smart Turn says so; ended at once, at the current stream
+  time), ``"silence_timeout"`` (incomplete, or no verdict yet, but the silence reached
+  ``incomplete_max_silence_ms``) or ``"max_length"`` (the turn reached ``max_turn_s``);
+- :class:`SpeechResume` when speech comes back during a pause, again after ``min_speech_ms``: the same turn goes
+  on, and a verdict that arrives afterwards for the earlier pause is ignored.
+
+A frame is speech with hysteresis: it takes ``threshold`` to become speech and falling below ``neg_threshold`` to
+stop being speech (Silero's own rule). Short voiced blips (a cough, a door) neither start nor resume a turn.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+from edgevoice.errors import ConfigError, TurnError, VadError
+
+TurnEndReason = Literal["complete", "silence_timeout", "max_length"]
+_EPS = 1e-9  # stream time is a sum of float frame durations: compare durations with this slack
+
+
+def _rng(lo: float, hi: float) -> dict[str, tuple[float, float]]:
+    return {"range": (lo, hi)}
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    """Endpointing settings (TOML table ``[endpoint]``). Each field's allowed range is in its ``range`` metadata."""
+
+    threshold: float = field(default=0.5, metadata=_rng(0.05, 0.99))
+    """Speech probability at which a frame becomes speech."""
+    neg_threshold: float = field(default=0.35, metadata=_rng(0.01, 0.99))
+    """Once speaking, a frame is silence only below this (hysteresis); at most ``threshold``."""
+    min_speech_ms: int = field(default=120, metadata=_rng(0, 2000))
+    """Shorter voiced blips neither start nor resume a turn."""
+    silence_ms: int = field(default=200, metadata=_rng(20, 5000))
+    """Silence after which the turn may end: Smart Turn is asked."""
+    incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(20, 20000))
+    """An incomplete turn (per Smart Turn) ends after this much silence anyway; at least ``silence_ms``."""
+    complete_threshold: float = field(default=0.5, metadata=_rng(0.0, 1.0))
+    """Smart Turn probability at or above which the turn is complete."""
+    max_turn_s: float = field(default=30.0, metadata=_rng(1.0, 600.0))
+    """A turn is cut off after this long, measured from its onset."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            lo, hi = f.metadata["range"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ConfigError(f"endpoint.{f.name} = {value!r}: must be a number between {lo} and {hi}")
+        if self.neg_threshold > self.threshold:
+            raise ConfigError(
+                f"endpoint.neg_threshold = {self.neg_threshold!r}: "
+                f"must be at most endpoint.threshold ({self.threshold})"
+            )
+        if self.incomplete_max_silence_ms < self.silence_ms:
+            raise ConfigError(
+                f"endpoint.incomplete_max_silence_ms = {self.incomplete_max_silence_ms!r}: "
+                f"must be at least endpoint.silence_ms ({self.silence_ms})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStart:
+    """A turn began; ``t`` is its onset (stream seconds)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Silence reached ``silence_ms`` at ``t``: run Smart Turn on the audio from ``start_t`` to ``speech_end_t``
+    and answer with ``report_turn_probability(p, seq=pause.seq)``."""
+
+    t: float
+    speech_end_t: float
+    """End of the last speech frame."""
+    start_t: float
+    """Onset of the turn."""
+    seq: int
+    """Numbers the pauses of this endpointer; a verdict quoting an older one is ignored."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechResume:
+    """Speech came back during a pause; ``t`` is its onset. The turn goes on."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """The turn is over at ``t``; the visitor's speech ended at ``speech_end_t``."""
+
+    t: float
+    speech_end_t: float
+    reason: TurnEndReason
+    start_t: float
+    """Onset of the turn."""
+
+
+EndpointEvent = SpeechStart | Pause | SpeechResume | TurnEnd
+
+
+class EndpointState(enum.Enum):
+    IDLE = "idle"
+    SPEECH = "speech"
+    PAUSE_PENDING_VERDICT = "pause_pending_verdict"
+    PAUSE_INCOMPLETE = "pause_incomplete"
+
+
+class Endpointer:
+    """The end-of-turn state machine; see the module docstring. Not thread-safe: one listener feeds it."""
+
+    def __init__(self, config: EndpointConfig | None = None) -> None:
+        self.config = config or EndpointConfig()
+        self._seq = 0  # pause numbers stay unique across resets, so no stale verdict can match a new pause
+        self.reset()
+
+    def reset(self, *, t: float = 0.0) -> None:
+        """Forget any turn in progress; stream time continues from ``t``."""
+        self._t = t
+        self._state = EndpointState.IDLE
+        self._voiced = False
+        self._onset: float | None = None  # start of voiced frames not yet confirmed as speech
+        self._turn_start = 0.0
+        self._speech_end = 0.0
+
+    @property
+    def state(self) -> EndpointState:
+        return self._state
+
+    @property
+    def now(self) -> float:
+        """Stream time: the end of the last frame fed."""
+        return self._t
+
+    def feed(self, frame_s: float, prob: float) -> list[EndpointEvent]:
+        """Advance by one VAD frame of ``frame_s`` seconds with speech probability ``prob``."""
+        if not (math.isfinite(frame_s) and frame_s > 0):
+            raise VadError(f"frame duration must be a positive number of seconds, got {frame_s!r}")
+        if not 0.0 <= prob <= 1.0:  # NaN fails too
+            raise VadError(f"speech probability must be in [0, 1], got {prob!r}")
+        cfg = self.config
+        start, end = self._t, self._t + frame_s
+        self._t = end
+        self._voiced = prob >= (cfg.neg_threshold if self._voiced else cfg.threshold)
+        events: list[EndpointEvent] = []
+        state = self._state
+        if state is EndpointState.SPEECH:
+            if self._voiced:
+                self._speech_end = end
+            elif end - self._speech_end >= cfg.silence_ms / 1000 - _EPS:
+                self._seq += 1
+                self._state = EndpointState.PAUSE_PENDING_VERDICT
+                events.append(Pause(end, self._speech_end, self._turn_start, self._seq))
+        elif self._voiced:  # idle or paused: voiced frames must last min_speech_ms to count
+            if self._onset is None:
+                self._onset = start
+            if end - self._onset >= cfg.min_speech_ms / 1000 - _EPS:
+                onset, self._onset = self._onset, None
+                self._speech_end = end
+                self._state = EndpointState.SPEECH
+                if state is EndpointState.IDLE:
+                    self._turn_start = onset
+                    events.append(SpeechStart(onset))
+                else:
+                    events.append(SpeechResume(onset))
+        else:
+            self._onset = None
+            if (
+                state is not EndpointState.IDLE
+                and end - self._speech_end >= cfg.incomplete_max_silence_ms / 1000 - _EPS
+            ):
+                events.append(self._end("silence_timeout"))
+        if self._state is not EndpointState.IDLE and end - self._turn_start >= cfg.max_turn_s - _EPS:
+            if self._state is EndpointState.SPEECH and self._voiced:
+                self._speech_end = end
+            events.append(self._end("max_length"))
+        return events
+
+    def report_turn_probability(self, p: float, *, seq: int | None = None) -> list[EndpointEvent]:
+        """Smart Turn's answer to a :class:`Pause` (``seq`` names which one; pass it when the answer comes from
+        another thread). Complete: the turn ends now. Incomplete: wait for more speech or the silence timeout.
+        An answer that is no longer wanted (speech resumed, the turn ended, another pause since) is ignored."""
+        if not 0.0 <= p <= 1.0:
+            raise TurnError(f"end-of-turn probability must be in [0, 1], got {p!r}", code="turn_probability_invalid")
+        if self._state is not EndpointState.PAUSE_PENDING_VERDICT or (seq is not None and seq != self._seq):
+            return []
+        if p >= self.config.complete_threshold:
+            return [self._end("complete")]
+        self._state = EndpointState.PAUSE_INCOMPLETE
+        return []
+
+    def _end(self, reason: TurnEndReason) -> TurnEnd:
+        """Close the turn. Voiced frames not yet confirmed carry over: they may start the next turn."""
+        self._state = EndpointState.IDLE
+        return TurnEnd(self._t, self._speech_end, reason, self._turn_start)

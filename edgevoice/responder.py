@@ -1,0 +1,192 @@
+"""Answering one committed turn: final transcript → streamed LLM reply → clause by clause synthesis → playback ring.
+
+Runs in the responder worker thread of the live loop. Every step checks the turn's cancel event, so barge-in stops
+the language model and the synthesizer within one token or one clause. What was handed to the playback ring is
+recorded clause by clause, so the history can keep only what the visitor actually heard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgevoice.chunker import ClauseChunker
+from edgevoice.clock import Clock
+from edgevoice.events import ChatMessage
+from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
+from edgevoice.kiosk.prompt import conversation
+from edgevoice.speech_text import normalize_for_speech, speakable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SpokenClause:
+    text: str
+    start_sample: int
+    """Position in the playback stream (samples written before this clause)."""
+    end_sample: int
+
+
+@dataclass
+class ReplyTrace:
+    """Wall-clock marks (``Clock`` seconds) of one reply, filled in as it happens."""
+
+    turn_id: int
+    committed: float
+    """When the turn was committed (the endpoint decision); the ASR starts right after."""
+    transcript_done: float | None = None
+    first_token: float | None = None
+    first_clause: float | None = None
+    first_audio: float | None = None
+    first_sample_queued: float | None = None
+    done: float | None = None
+    transcript: str = ""
+    reply: str = ""
+    cancelled: bool = False
+    synthesis_s: float = 0.0
+    """Time spent inside the synthesizer."""
+    clauses: list[SpokenClause] = field(default_factory=list)
+
+
+class Responder:
+    """Turns a committed turn's audio into a spoken reply; owns the conversation history."""
+
+    def __init__(
+        self,
+        recognizer: Recognizer,
+        llm: LanguageModel,
+        synthesizer: Synthesizer,
+        prefix: list[ChatMessage],
+        *,
+        max_tokens: int,
+        max_sentences: int,
+        clock: Clock,
+        history_tokens: int = 600,
+        count_tokens: Callable[[list[ChatMessage]], int] | None = None,
+        asr_prompt: str = "",
+    ) -> None:
+        self.asr_prompt = asr_prompt
+        self.recognizer, self.llm, self.synthesizer = recognizer, llm, synthesizer
+        self.prefix = prefix
+        self.history: list[ChatMessage] = []
+        self.max_tokens, self.max_sentences = max_tokens, max_sentences
+        self.clock = clock
+        self.history_tokens = history_tokens
+        self._count_tokens = count_tokens
+
+    def trim_history(self) -> None:
+        """Drop the oldest exchanges until the history fits its token budget (the cached prefix is never dropped)."""
+        while self.history and self._history_size() > self.history_tokens:
+            del self.history[:2]
+
+    def _history_size(self) -> int:
+        if self._count_tokens is not None:
+            return self._count_tokens(self.history)
+        return sum(len(m.content.split()) * 2 for m in self.history)
+
+    def respond(
+        self,
+        audio: FloatAudio,
+        trace: ReplyTrace,
+        cancel: threading.Event,
+        emit: Callable[[FloatAudio], int],
+    ) -> ReplyTrace:
+        """Answer the turn in ``audio``; ``emit`` queues synthesized audio and returns the position after it."""
+        transcript = self.recognizer.transcribe(audio, prompt=self.asr_prompt)
+        trace.transcript_done = self.clock.now()
+        trace.transcript = transcript.text
+        if transcript.is_empty or cancel.is_set():
+            trace.cancelled = cancel.is_set()
+            trace.done = self.clock.now()
+            return trace
+        self.trim_history()
+        messages = conversation(self.prefix, self.history, transcript.text)
+        chunker = ClauseChunker()
+        sentences_spoken = 0
+        stream = self.llm.stream_reply(messages, max_tokens=self.max_tokens)
+        position = None
+        try:
+            for piece in stream:
+                if trace.first_token is None:
+                    trace.first_token = self.clock.now()
+                if cancel.is_set():
+                    break
+                for clause in chunker.feed(piece):
+                    position = self._speak(clause, trace, cancel, emit, position)
+                    sentences_spoken += clause.rstrip().endswith((".", "!", "?"))
+                if sentences_spoken >= self.max_sentences or "```" in chunker.pending or cancel.is_set():
+                    break
+            else:
+                tail = chunker.flush()
+                if tail and sentences_spoken < self.max_sentences and not cancel.is_set():
+                    position = self._speak(tail, trace, cancel, emit, position)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        trace.cancelled = cancel.is_set()
+        trace.reply = " ".join(c.text for c in trace.clauses)
+        trace.done = self.clock.now()
+        return trace
+
+    def _speak(
+        self,
+        clause: str,
+        trace: ReplyTrace,
+        cancel: threading.Event,
+        emit: Callable[[FloatAudio], int],
+        position: int | None,
+    ) -> int | None:
+        text = speakable(clause, max_sentences=self.max_sentences)
+        if not text or cancel.is_set():
+            return position
+        if trace.first_clause is None:
+            trace.first_clause = self.clock.now()
+        start = position
+        t = self.clock.now()
+        for chunk in self.synthesizer.synthesize(normalize_for_speech(text)):
+            trace.synthesis_s += self.clock.now() - t
+            if cancel.is_set():
+                break
+            if trace.first_audio is None:
+                trace.first_audio = self.clock.now()
+            end = emit(chunk)
+            if start is None:
+                start = end - len(chunk)
+            if trace.first_sample_queued is None:
+                trace.first_sample_queued = self.clock.now()
+            position = end
+            t = self.clock.now()
+        if start is not None and position is not None and position > start:
+            trace.clauses.append(SpokenClause(text, start, position))
+        return position
+
+    def commit(self, trace: ReplyTrace, played_until: int | None) -> str:
+        """Add the exchange to the history, keeping only what was played before ``played_until`` (barge-in).
+
+        ``played_until`` is a playback-stream position; ``None`` means the whole reply was played.
+        """
+        if not trace.transcript:
+            return ""
+        heard: list[str] = []
+        for clause in trace.clauses:
+            if played_until is None or clause.end_sample <= played_until:
+                heard.append(clause.text)
+            elif clause.start_sample < played_until:
+                fraction = (played_until - clause.start_sample) / max(1, clause.end_sample - clause.start_sample)
+                words = clause.text.split()
+                kept = words[: int(len(words) * fraction)]
+                if kept:
+                    heard.append(" ".join(kept) + "...")
+        reply = " ".join(heard)
+        self.history += [ChatMessage("user", trace.transcript), ChatMessage("assistant", reply)]
+        return reply
+
+
+def silence(seconds: float, rate: int) -> FloatAudio:
+    return np.zeros(int(seconds * rate), dtype=np.float32)

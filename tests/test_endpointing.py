@@ -1,0 +1,246 @@
+"""The end-of-turn state machine on simulated time: synthetic Silero probabilities in 32 ms frames."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from edgevoice.endpointing import (
+    EndpointConfig,
+    Endpointer,
+    EndpointEvent,
+    EndpointState,
+    Pause,
+    SpeechResume,
+    SpeechStart,
+    TurnEnd,
+)
+from edgevoice.errors import ConfigError, TurnError, VadError
+
+F = 0.032  # Silero VAD: 512 samples at 16 kHz
+SPEECH, SILENCE = 0.9, 0.05
+Verdict = Callable[[Pause], float | None]
+
+
+def run(
+    ep: Endpointer, probs: Sequence[float], verdict: Verdict | None = None, frame_s: float = F
+) -> list[tuple[int, EndpointEvent]]:
+    """Feed every probability; answer each Pause at once with ``verdict(pause)`` unless it returns None.
+    Returns (index of the frame during which it happened, event)."""
+    out: list[tuple[int, EndpointEvent]] = []
+    for i, p in enumerate(probs):
+        for event in ep.feed(frame_s, p):
+            out.append((i, event))
+            if isinstance(event, Pause) and verdict is not None:
+                answer = verdict(event)
+                if answer is not None:
+                    out.extend((i, e) for e in ep.report_turn_probability(answer, seq=event.seq))
+    return out
+
+
+def frames(*spans: tuple[float, int]) -> list[float]:
+    return [p for p, n in spans for _ in range(n)]
+
+
+def approx(t: float) -> object:
+    return pytest.approx(t, abs=1e-9)
+
+
+def complete(_: Pause) -> float:
+    return 0.93
+
+
+def incomplete(_: Pause) -> float:
+    return 0.08
+
+
+def test_defaults() -> None:
+    cfg = EndpointConfig()
+    assert cfg.silence_ms <= 200
+    assert (cfg.threshold, cfg.neg_threshold, cfg.min_speech_ms, cfg.incomplete_max_silence_ms) == (
+        0.5,
+        0.35,
+        120,
+        1200,
+    )
+    assert (cfg.complete_threshold, cfg.max_turn_s) == (0.5, 30.0)
+
+
+def test_a_complete_turn_ends_one_silence_window_after_the_speech() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SILENCE, 10), (SPEECH, 20), (SILENCE, 20)), complete)
+    # Speech occupies frames 10..29. It is confirmed after 4 frames (128 ms >= 120 ms), dated at its onset.
+    # Silence from 30 * F; 7 frames (224 ms) is the first whole-frame count reaching 200 ms: the pause and the
+    # complete verdict both land at the end of frame 36.
+    assert events == [
+        (13, SpeechStart(approx(10 * F))),
+        (36, Pause(approx(37 * F), approx(30 * F), approx(10 * F), 1)),
+        (36, TurnEnd(approx(37 * F), approx(30 * F), "complete", approx(10 * F))),
+    ]
+    assert events[-1][1].t - events[-1][1].speech_end_t == approx(0.224)  # type: ignore[union-attr]
+    assert ep.state is EndpointState.IDLE
+
+
+def test_an_incomplete_turn_waits_until_the_long_silence() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 60)), incomplete)
+    # Speech ends at 20 * F; 1.2 s / 32 ms = 37.5, so the 38th silent frame (index 57) ends the turn.
+    assert events == [
+        (3, SpeechStart(0.0)),
+        (26, Pause(approx(27 * F), approx(20 * F), 0.0, 1)),
+        (57, TurnEnd(approx(58 * F), approx(20 * F), "silence_timeout", 0.0)),
+    ]
+    assert ep.state is EndpointState.IDLE
+
+
+def test_no_verdict_at_all_still_ends_at_the_long_silence() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 60)))
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (26, "Pause"), (57, "TurnEnd")]
+    assert events[-1][1] == TurnEnd(approx(58 * F), approx(20 * F), "silence_timeout", 0.0)
+
+
+def test_speech_resuming_mid_pause_continues_the_same_turn() -> None:
+    ep = Endpointer()
+    verdicts = iter([0.2, 0.9])
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 15), (SPEECH, 10), (SILENCE, 10)), lambda _: next(verdicts))
+    assert events == [
+        (3, SpeechStart(0.0)),
+        (26, Pause(approx(27 * F), approx(20 * F), 0.0, 1)),  # incomplete: keep listening
+        (38, SpeechResume(approx(35 * F))),  # speech back at frame 35, confirmed after 4 frames
+        (51, Pause(approx(52 * F), approx(45 * F), 0.0, 2)),
+        (51, TurnEnd(approx(52 * F), approx(45 * F), "complete", 0.0)),  # one turn, from the first onset
+    ]
+
+
+def test_a_60_ms_blip_starts_nothing_and_120_ms_does() -> None:
+    ep = Endpointer()
+    assert run(ep, frames((SILENCE, 5), (SPEECH, 3), (SILENCE, 50)), frame_s=0.02) == []  # 60 ms
+    assert run(ep, frames((SPEECH, 1), (SILENCE, 2), (SPEECH, 2), (SILENCE, 3))) == []  # 32 ms, then 64 ms
+    events = run(ep, frames((SPEECH, 6), (SILENCE, 1)), frame_s=0.02)  # exactly 120 ms
+    assert [e for _, e in events] == [SpeechStart(approx(58 * 0.02 + 8 * F))]
+    assert ep.state is EndpointState.SPEECH
+
+
+def test_a_blip_during_a_pause_neither_resumes_nor_resets_the_silence() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 15), (SPEECH, 2), (SILENCE, 40)), incomplete)
+    assert [type(e).__name__ for _, e in events] == ["SpeechStart", "Pause", "TurnEnd"]
+    # Exactly as without the blip: 1.2 s after the speech ended at 20 * F, in frame 57.
+    assert events[-1] == (57, TurnEnd(approx(58 * F), approx(20 * F), "silence_timeout", 0.0))
+
+
+def test_hysteresis() -> None:
+    ep = Endpointer()
+    # Between the thresholds: never starts a turn...
+    assert run(ep, frames((0.45, 100))) == []
+    # ...but keeps one going: a second of 0.4 after speech is still speech.
+    events = run(ep, frames((SPEECH, 5), (0.4, 31), (0.3, 7)), complete)
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (42, "Pause"), (42, "TurnEnd")]
+    assert events[-1][1].speech_end_t == approx(ep.now - 7 * F)  # type: ignore[union-attr]
+    # Once silent, 0.45 does not bring speech back: the silence keeps counting from the last speech frame.
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 10), (0.3, 1), (0.45, 6)), incomplete)
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (16, "Pause")]
+
+
+def test_max_length_cuts_a_turn_and_speech_that_goes_on_starts_the_next() -> None:
+    ep = Endpointer(EndpointConfig(max_turn_s=2.0))
+    events = run(ep, frames((SPEECH, 70)))
+    # 2.0 s / 32 ms = 62.5: the turn is cut at the end of frame 62; the speech that goes on is a new turn.
+    assert events == [
+        (3, SpeechStart(0.0)),
+        (62, TurnEnd(approx(63 * F), approx(63 * F), "max_length", 0.0)),
+        (66, SpeechStart(approx(63 * F))),
+    ]
+
+
+def test_max_length_also_bounds_a_turn_waiting_in_a_pause() -> None:
+    ep = Endpointer(EndpointConfig(max_turn_s=1.0, incomplete_max_silence_ms=5000))
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 30)), incomplete)
+    assert events[-1] == (31, TurnEnd(approx(32 * F), approx(20 * F), "max_length", 0.0))
+
+
+def test_a_verdict_arriving_after_speech_resumed_is_ignored() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 5)))  # Pause at frame 26 left unanswered
+    assert [type(e).__name__ for _, e in events] == ["SpeechStart", "Pause", "SpeechResume"]
+    first_pause = events[1][1]
+    assert isinstance(first_pause, Pause)
+    assert ep.report_turn_probability(0.99) == []
+    assert ep.report_turn_probability(0.99, seq=first_pause.seq) == []
+    assert ep.state is EndpointState.SPEECH
+    # The next pause is only answered by its own verdict, not by a late one quoting the first.
+    events = run(ep, frames((SILENCE, 7)))
+    second_pause = events[0][1]
+    assert isinstance(second_pause, Pause) and second_pause.seq == first_pause.seq + 1
+    assert ep.report_turn_probability(0.99, seq=first_pause.seq) == []
+    assert ep.state is EndpointState.PAUSE_PENDING_VERDICT
+    assert ep.report_turn_probability(0.99, seq=second_pause.seq) == [
+        TurnEnd(approx(ep.now), second_pause.speech_end_t, "complete", 0.0)
+    ]
+    assert ep.report_turn_probability(0.99) == []  # nothing pending any more
+
+
+def test_pure_silence_and_noise_below_threshold_give_no_events() -> None:
+    ep = Endpointer()
+    rng = np.random.default_rng(7)
+    assert run(ep, rng.uniform(0.0, 0.49, 2000).tolist()) == []
+    assert ep.state is EndpointState.IDLE and ep.now == approx(2000 * F)
+    assert ep.report_turn_probability(1.0) == []
+
+
+def test_reset_forgets_the_turn_and_restarts_stream_time() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 7)))
+    pause = events[-1][1]
+    assert isinstance(pause, Pause)
+    ep.reset()
+    assert ep.state is EndpointState.IDLE and ep.now == 0.0
+    assert ep.report_turn_probability(0.9, seq=pause.seq) == []
+    assert run(ep, frames((SILENCE, 2), (SPEECH, 4))) == [(5, SpeechStart(approx(2 * F)))]
+    ep.reset(t=100.0)
+    assert run(ep, frames((SPEECH, 4))) == [(3, SpeechStart(100.0))]
+    later = run(ep, frames((SILENCE, 7)))
+    assert isinstance(later[0][1], Pause) and later[0][1].seq > pause.seq  # never reused across resets
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"threshold": 1.5}, "endpoint.threshold"),
+        ({"threshold": math.nan}, "endpoint.threshold"),
+        ({"neg_threshold": 0.6}, "endpoint.neg_threshold"),
+        ({"min_speech_ms": -1}, "endpoint.min_speech_ms"),
+        ({"silence_ms": 0}, "endpoint.silence_ms"),
+        ({"silence_ms": True}, "endpoint.silence_ms"),
+        ({"silence_ms": 300, "incomplete_max_silence_ms": 250}, "endpoint.incomplete_max_silence_ms"),
+        ({"complete_threshold": 1.1}, "endpoint.complete_threshold"),
+        ({"max_turn_s": 0.0}, "endpoint.max_turn_s"),
+        ({"max_turn_s": "30"}, "endpoint.max_turn_s"),
+    ],
+)
+def test_bad_config_names_the_key(changes: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError, match=f"^\\[config_invalid\\] {key} = "):
+        EndpointConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_bad_inputs_are_stage_errors() -> None:
+    ep = Endpointer()
+    for frame_s, prob in ((0.0, 0.5), (math.inf, 0.5), (F, math.nan), (F, 1.5)):
+        with pytest.raises(VadError):
+            ep.feed(frame_s, prob)
+    with pytest.raises(TurnError):
+        ep.report_turn_probability(math.nan)
+    assert ep.now == 0.0  # rejected frames do not advance time
+
+
+def test_speech_still_unconfirmed_when_the_turn_ends_can_start_the_next_turn() -> None:
+    ep = Endpointer()
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 7), (SPEECH, 2)))  # the verdict is late; speech begins again
+    assert [type(e).__name__ for _, e in events] == ["SpeechStart", "Pause"]
+    assert ep.report_turn_probability(0.9) == [TurnEnd(approx(29 * F), approx(20 * F), "complete", 0.0)]
+    assert run(ep, frames((SPEECH, 2))) == [(1, SpeechStart(approx(27 * F)))]  # onset kept from before the end

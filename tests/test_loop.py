@@ -1,0 +1,174 @@
+"""The live loop's logic with fake engines and in-memory rings: turns, replies, barge-in, history, shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from edgevoice.clock import ManualClock
+from edgevoice.config import Config
+from edgevoice.endpointing import EndpointConfig
+from edgevoice.kiosk.prompt import prefix_messages
+from edgevoice.loop import VoiceLoop
+from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.ring import SharedRing
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
+
+RATE = 16000
+
+
+class EnergyVad:
+    sample_rate = RATE
+    frame_samples = 512
+
+    def reset(self) -> None:
+        pass
+
+    def probability(self, frame: np.ndarray) -> float:
+        return 0.9 if np.abs(frame).max() > 0.05 else 0.02
+
+
+class CompleteTurn:
+    sample_rate = RATE
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def probability_complete(self, audio: np.ndarray) -> float:
+        self.calls += 1
+        return 0.9
+
+
+def speech(seconds: float) -> np.ndarray:
+    return (0.3 * np.sin(np.arange(int(seconds * RATE)) / 3.0)).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), dtype=np.float32)
+
+
+class SlowSynth(FakeSynth):
+    """Many chunks per clause, so a reply takes long enough to be interrupted."""
+
+    def synthesize(self, text: str) -> Iterator[np.ndarray]:
+        self.texts.append(text)
+        for _ in range(20):
+            yield np.full(2205, 0.1, dtype=np.float32)
+
+
+@pytest.fixture
+def rings() -> Iterator[tuple[SharedRing, SharedRing]]:
+    with SharedRing.create(RATE * 30) as mic, SharedRing.create(22050 * 30) as spk:
+        yield mic, spk
+
+
+def make_loop(mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | None = None):  # type: ignore[no-untyped-def]
+    clock = ManualClock()
+    responder = Responder(
+        FakeRecognizer("Where is the cafe?", clock, seconds=0.0),
+        FakeLlm(reply, clock, per_token=0.0),
+        synth or FakeSynth(clock),
+        prefix_messages("You are a test.", "The cafe is upstairs."),
+        max_tokens=60,
+        max_sentences=Config().kiosk.max_sentences,
+        clock=clock,
+    )
+    traces: list[ReplyTrace] = []
+    done = threading.Event()
+
+    def on_trace(trace: ReplyTrace, turn: object) -> None:
+        traces.append(trace)
+        done.set()
+
+    loop = VoiceLoop(
+        mic=mic,
+        speaker=spk,
+        vad=EnergyVad(),
+        turn_model=CompleteTurn(),
+        responder=responder,
+        endpoint=EndpointConfig(),
+        on_trace=on_trace,
+    )
+    return loop, responder, traces, done
+
+
+def drain(loop: VoiceLoop, stop: threading.Event, out: list[np.ndarray]) -> None:
+    """Stands in for the output device callback: 10 ms at a time, in real time."""
+    buf = np.zeros(220, dtype=np.float32)
+    while not stop.is_set():
+        loop.playback.read_into(buf)
+        out.append(buf.copy())
+        time.sleep(0.01)
+
+
+def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        mic.write(np.concatenate([silence(0.5), speech(1.0), silence(0.6)]))
+        assert done.wait(10)
+        while spk.available():
+            time.sleep(0.01)
+    stop.set()
+    player.join()
+    (trace,) = traces
+    assert trace.transcript == "Where is the cafe?"
+    assert trace.reply == "The cafe is upstairs. It opens at ten."
+    assert not trace.cancelled
+    assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
+    assert np.concatenate(played).max() == pytest.approx(0.1)
+    assert spk.stats().overrun_events == 0
+
+
+def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    clock = ManualClock()
+    loop, responder, traces, done = make_loop(
+        mic, spk, "The cafe is upstairs next to the big window. It opens at ten every day.", SlowSynth(clock)
+    )
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        # wait until the reply is audible, then speak over it
+        deadline = time.monotonic() + 10
+        while spk.stats().read < 22050 * 0.3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        mic.write(speech(0.5))
+        assert done.wait(10)
+        queued_at_barge_in = spk.stats().written
+    stop.set()
+    player.join()
+    trace = traces[0]
+    assert loop.barge_ins == 1
+    assert trace.cancelled
+    # output stopped: what was queued was flushed, and far less than the first clause (2 s) was played
+    assert loop.playback.flushed_samples > 0
+    assert loop.playback.played < 44100
+    assert queued_at_barge_in > loop.playback.played
+    # the history keeps only what the visitor heard: part of the first clause, nothing of the second sentence
+    assistant = responder.history[1].content
+    assert assistant.endswith("...") and "opens" not in assistant
+    assert 0 < len(assistant) < len(trace.clauses[0].text) + 3
+
+
+def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, _ = make_loop(mic, spk, "Never.")
+    loop.start()
+    mic.write(silence(2.0))
+    deadline = time.monotonic() + 5
+    while loop.samples_in < RATE * 1.9 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t = time.monotonic()
+    loop.close()
+    assert time.monotonic() - t < 2.0
+    assert traces == [] and loop.turn_model.calls == 0  # type: ignore[attr-defined]
