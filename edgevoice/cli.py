@@ -99,6 +99,23 @@ def _cmd_say(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from edgevoice.audio_io import list_devices
+
+    for d in list_devices():
+        print(
+            f"{d.index:>3}  {d.name:<40} in={d.max_input_channels} out={d.max_output_channels} "
+            f"rate={d.default_rate:.0f} ({d.host_api})"
+        )
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from edgevoice.live_cli import run_live
+
+    return run_live(find_config(args.config), json_lines=args.json)
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     config = find_config(args.config)
     print(f"config OK ({config.source})")
@@ -119,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (transcript, reply, stages in ms)")
     p.add_argument("--config", help="edgevoice.toml to use")
     p.set_defaults(handler=_cmd_converse)
+
+    p = sub.add_parser("run", help="the live assistant: listen on the microphone and answer on the speaker")
+    p.add_argument("--config")
+    p.add_argument("--json", action="store_true", help="print one JSON record per turn (and ready/stopped events)")
+    p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("devices", help="list the sound devices (for [audio] input_device / output_device)")
+    p.set_defaults(handler=_cmd_devices)
 
     p = sub.add_parser("say", help="speak a text with the configured voice into a WAV file")
     p.add_argument("text")

@@ -96,8 +96,9 @@ class AudioConfig:
 
 @dataclass(frozen=True)
 class EndpointingConfig:
-    silence_ms: int = field(default=200, metadata=_rng(60, 3000))
-    """Silence after which the turn ends if Smart Turn judges it complete."""
+    silence_ms: int = field(default=192, metadata=_rng(60, 3000))
+    """Silence after which the turn ends if Smart Turn judges it complete (counted in 32 ms VAD frames: the default
+    is six frames)."""
     incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(100, 10000))
     """Longest wait after an incomplete-sounding turn."""
     min_speech_ms: int = field(default=120, metadata=_rng(30, 2000))

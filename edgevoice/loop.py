@@ -22,7 +22,7 @@ import numpy as np
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.endpointing import EndpointConfig, Endpointer, Pause, SpeechStart, TurnEnd
-from edgevoice.errors import EdgeVoiceError
+from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 RATE = 16000
 FRAME = 512
 PREROLL_S = 0.3
+BARGE_IN_FRAMES = 2
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,25 @@ class PlaybackControl:
         self.flushed_samples = 0
         self.played = 0
         """Samples handed to the device (flushed ones excluded): the playback-stream position."""
+        self.expect_audio = False
+        """True while a reply is being synthesized: running dry then is an underrun (an audible gap)."""
 
     def request_flush(self) -> None:
         self._flush = True
 
     def read_into(self, out: np.ndarray) -> int:
-        """Called from the output callback."""
+        """Called from the output callback: fill ``out`` (zeros where nothing is queued)."""
         if self._flush:
             self._flush = False
             self.flushed_samples += self.ring.discard_all()
-        queued = self.ring.available()
-        n = self.ring.read_into(out, count_underrun=queued > 0)
+        n = self.ring.read_into(out, count_underrun=self.expect_audio)
         self.played += n
         return n
+
+    def pull(self, n: int) -> np.ndarray:
+        """Called from the output callback: up to ``n`` queued samples; the stream plays silence for the rest."""
+        out = np.zeros(n, dtype=np.float32)
+        return out[: self.read_into(out)]
 
 
 class VoiceLoop:
@@ -82,7 +89,10 @@ class VoiceLoop:
         endpoint: EndpointConfig,
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
+        on_event: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio
+        is queued and ("barge_in", turn id) when the visitor interrupts it. Both run on the loop's threads."""
         self.mic, self.speaker = mic, speaker
         self.playback = PlaybackControl(speaker)
         self.vad = vad
@@ -91,6 +101,8 @@ class VoiceLoop:
         self.endpointer = Endpointer(endpoint)
         self.clock = clock or MonotonicClock()
         self.on_trace = on_trace
+        self.on_event = on_event or (lambda _name, _turn: None)
+        self._current_turn = 0
         self._turns: queue.Queue[Turn | None] = queue.Queue()
         self._stop = threading.Event()
         self._cancel = threading.Event()
@@ -101,6 +113,9 @@ class VoiceLoop:
         self.errors: list[EdgeVoiceError] = []
         self.barge_ins = 0
         self._reply_samples = 0
+        self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
+        self._turn: list[FloatAudio] | None = None
+        self._loud = 0
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,39 +141,56 @@ class VoiceLoop:
 
     # -- listener -------------------------------------------------------------------------------------------------
     def _listen(self) -> None:
-        frames: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
-        turn: list[FloatAudio] | None = None
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
-            if not self.mic.wait_for(FRAME, timeout=0.1):
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
                 continue
             frame = self.mic.read(FRAME)
             self.samples_in += FRAME
-            t = self.samples_in / RATE
-            probability = self.vad.probability(frame)  # type: ignore[attr-defined]
-            frames.append(frame)
-            if turn is not None:
-                turn.append(frame)
-            events = list(self.endpointer.feed(FRAME / RATE, probability))
-            while events:
-                event = events.pop(0)
-                if isinstance(event, SpeechStart):
-                    turn = list(frames)
-                    if self._replying.is_set():
-                        self._barge_in()
-                elif isinstance(event, Pause) and turn is not None:
-                    p = self.turn_model.probability_complete(np.concatenate(turn))
-                    events += self.endpointer.report_turn_probability(p)
-                elif isinstance(event, TurnEnd) and turn is not None:
-                    audio = np.concatenate(turn)
-                    self._turns.put(Turn(next(self._ids), audio, event.speech_end_t, t, self.clock.now(), event.reason))
-                    turn = None
+            try:
+                self._on_frame(frame)
+            except EdgeVoiceError as exc:
+                # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
+                log.error("listener: %s", exc)
+                self.errors.append(exc)
+
+    def _on_frame(self, frame: FloatAudio) -> None:
+        t = self.samples_in / RATE
+        probability = self.vad.probability(frame)  # type: ignore[attr-defined]
+        self._preroll.append(frame)
+        if self._turn is not None:
+            self._turn.append(frame)
+        if self._replying.is_set():
+            # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
+            self._loud = self._loud + 1 if probability >= self.endpointer.config.threshold else 0
+            if self._loud >= BARGE_IN_FRAMES and not self._cancel.is_set():
+                self._barge_in()
+        else:
+            self._loud = 0
+        events = list(self.endpointer.feed(FRAME / RATE, probability))
+        while events:
+            event = events.pop(0)
+            if isinstance(event, SpeechStart):
+                self._turn = list(self._preroll)
+            elif isinstance(event, Pause) and self._turn is not None:
+                try:
+                    p = self.turn_model.probability_complete(np.concatenate(self._turn))
+                except EdgeVoiceError as exc:
+                    log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
+                    self.errors.append(exc)
+                    p = 0.0
+                events += self.endpointer.report_turn_probability(p)
+            elif isinstance(event, TurnEnd) and self._turn is not None:
+                audio = np.concatenate(self._turn)
+                self._turns.put(Turn(next(self._ids), audio, event.speech_end_t, t, self.clock.now(), event.reason))
+                self._turn = None
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""
         self.barge_ins += 1
         self._cancel.set()
         self.playback.request_flush()
+        self.on_event("barge_in", self._current_turn)
         log.info("barge-in: output flushed, reply cancelled")
 
     # -- responder ------------------------------------------------------------------------------------------------
@@ -168,23 +200,39 @@ class VoiceLoop:
             if turn is None:
                 return
             self._cancel.clear()
+            self._current_turn = turn.turn_id
             self._reply_samples = 0
             self._replying.set()
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             try:
-                self.responder.respond(turn.audio, trace, self._cancel, self._emit)
+                self.responder.respond(turn.audio, trace, self._cancel, self._emit_first)
+                self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
                 self._wait_played()
             except EdgeVoiceError as exc:
                 log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
                 self.errors.append(exc)
+            except Exception as exc:  # an engine bug must cost one turn, not the service
+                error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
+                log.exception("turn %d failed: %s", turn.turn_id, error)
+                self.errors.append(error)
             finally:
+                self.playback.expect_audio = False
                 trace.cancelled = self._cancel.is_set()
                 played = self.playback.played - start if trace.cancelled else None
                 self.responder.commit(trace, played)
                 self._replying.clear()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
+
+    def _emit_first(self, audio: FloatAudio) -> int:
+        """From the first synthesized audio until the reply ends, the output must never run dry."""
+        first = self._reply_samples == 0
+        n = self._emit(audio)
+        self.playback.expect_audio = not self._cancel.is_set()
+        if first and n:
+            self.on_event("speaking", self._current_turn)
+        return n
 
     def _emit(self, audio: FloatAudio) -> int:
         """Queue synthesized audio for playback, waiting for room (never dropping).

@@ -11,6 +11,7 @@ import pytest
 from edgevoice.audio import to_model_rate
 from edgevoice.config import Config
 from edgevoice.pipeline import ASR_RATE, Engines
+from tests.conftest_audio import pulse  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="session")

@@ -172,3 +172,33 @@ def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, Shar
     loop.close()
     assert time.monotonic() - t < 2.0
     assert traces == [] and loop.turn_model.calls == 0  # type: ignore[attr-defined]
+
+
+class FlakyLlm(FakeLlm):
+    """Raises an unexpected error on its first reply, then works."""
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        if not self.prompts:
+            self.prompts.append(list(messages))
+            raise RuntimeError("engine crashed")
+        yield from super().stream_reply(messages, max_tokens=max_tokens)
+
+
+def test_a_crashing_stage_costs_one_turn_and_the_next_turn_works(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
+    responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
+        assert done.wait(10)
+        done.clear()
+        mic.write(np.concatenate([speech(0.8), silence(0.6)]))
+        assert done.wait(10)
+    stop.set()
+    player.join()
+    (error,) = loop.errors
+    assert error.code == "stage_unexpected" and "engine crashed" in str(error)
+    assert [t.reply for t in traces] == ["", "It is upstairs."]

@@ -278,3 +278,11 @@ def test_audio_ctx_covers_the_audio_in_steps_of_64() -> None:
     assert audio_ctx_for(16000, 448) == 256
     assert audio_ctx_for(16000, 200) == 200  # never more than the model has
     assert audio_ctx_for(16000, minimum=512) == 512
+
+
+def test_a_repeated_sentence_is_collapsed_not_decoded_again() -> None:
+    from edgevoice.engines.whispercpp import collapse_repeated_sentences
+
+    assert collapse_repeated_sentences("How much is it? How much is it?") == "How much is it?"
+    assert collapse_repeated_sentences("Hello. How much is it? how much is it") == "Hello. How much is it?"
+    assert collapse_repeated_sentences("Yes. No. Yes.") == "Yes. No. Yes."

@@ -102,3 +102,11 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
             getattr(engine, "close", lambda: None)()
         raise
     return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times  # type: ignore[arg-type]
+
+
+def load_turn_model(config: Config, store: ModelStore | None = None) -> object:
+    """The end-of-turn model (Smart Turn v3.x ONNX)."""
+    from edgevoice.engines.smart_turn_onnx import SmartTurn
+
+    store = store or model_store(config)
+    return SmartTurn(resolve(store, "turn", config.models.turn), threads=1)

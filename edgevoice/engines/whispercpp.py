@@ -117,6 +117,17 @@ def looks_looped(text: str, repeats: int = 3, longest_unit: int = 8) -> bool:
     return False
 
 
+def collapse_repeated_sentences(text: str) -> str:
+    """Drop a sentence that repeats the one before it: a short encoder window often makes Whisper say the whole
+    utterance twice ("How much is it? How much is it?"), which costs far less to mend than to decode again."""
+    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+    kept: list[str] = []
+    for part in parts:
+        if not kept or normalise(part) != normalise(kept[-1]):
+            kept.append(part)
+    return " ".join(kept)
+
+
 def audio_ctx_for(n_samples: int, n_audio_ctx: int = 1500, *, minimum: int = AUDIO_CTX_MIN) -> int:
     """Encoder context (1 unit = 20 ms) covering ``n_samples`` at 16 kHz plus a margin, in steps of 64.
 
@@ -265,7 +276,11 @@ class WhisperCppRecognizer:
         max_tokens = math.ceil(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 8
         text, n_tokens = self._decode(samples, ctx_size, prompt, max_tokens)
         if text is not None and ctx_size < full and (n_tokens >= max_tokens or looks_looped(text)):
-            text, n_tokens = self._decode(samples, full, prompt, max_tokens)
+            mended = collapse_repeated_sentences(text)
+            if n_tokens < max_tokens and not looks_looped(mended):
+                text = mended
+            else:
+                text, n_tokens = self._decode(samples, full, prompt, max_tokens)
         if text is None:
             # pywhispercpp 1.5.1 does not expose the probability itself: all we know is that it exceeded the threshold.
             return Transcript(text="", no_speech_prob=self.no_speech_threshold, filtered="no_speech")

@@ -1,0 +1,175 @@
+"""`edgevoice run`: the engines, the rings, the sound devices and the voice loop, owned together.
+
+The audio callbacks run on PortAudio's threads and only copy between the devices and the shared-memory rings; the
+listener and responder threads do the compute. A watchdog in the calling thread reopens a stream that died (device
+unplugged, sound server restarted) without stopping the conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from edgevoice.audio_io import InputStream, OutputStream
+from edgevoice.config import Config
+from edgevoice.endpointing import EndpointConfig
+from edgevoice.errors import AudioDeviceError
+from edgevoice.interfaces import EndOfTurn, FloatAudio
+from edgevoice.loop import RATE, Turn, VoiceLoop
+from edgevoice.pipeline import Engines
+from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.ring import SharedRing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class XrunReport:
+    input_overruns: int
+    """Microphone samples dropped because the listener fell behind (ring full)."""
+    input_device_xruns: int
+    output_underruns: int
+    """Times the speaker ran dry in the middle of a reply."""
+    output_device_xruns: int
+    mic_high_water: int
+    speaker_high_water: int
+    reopened: int
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def endpoint_config(config: Config) -> EndpointConfig:
+    e = config.endpointing
+    return EndpointConfig(
+        threshold=config.vad.threshold,
+        silence_ms=e.silence_ms,
+        incomplete_max_silence_ms=e.incomplete_max_silence_ms,
+        min_speech_ms=e.min_speech_ms,
+        complete_threshold=e.complete_threshold,
+        max_turn_s=e.max_turn_s,
+    )
+
+
+def _device(value: str) -> str | int | None:
+    if not value:
+        return None
+    return int(value) if value.isdigit() else value
+
+
+class LiveAssistant:
+    """Everything `edgevoice run` starts, with one owner: ``close()`` releases it all within a few seconds."""
+
+    def __init__(
+        self,
+        config: Config,
+        engines: Engines,
+        turn_model: EndOfTurn,
+        responder: Responder,
+        *,
+        on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
+        on_event: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.out_rate = engines.synthesizer.sample_rate
+        self.mic = SharedRing.create(RATE * 20)
+        self.speaker = SharedRing.create(self.out_rate * 60)
+        self.loop = VoiceLoop(
+            mic=self.mic,
+            speaker=self.speaker,
+            vad=engines.vad,
+            turn_model=turn_model,
+            responder=responder,
+            endpoint=endpoint_config(config),
+            on_trace=on_trace,
+            on_event=on_event,
+        )
+        self.input: InputStream | None = None
+        self.output: OutputStream | None = None
+        self.reopened = 0
+        self._closed = False
+
+    # -- devices ----------------------------------------------------------------------------------------------------
+    def _open_input(self) -> InputStream:
+        a = self.config.audio
+
+        def on_audio(frames: FloatAudio, _t_adc: float) -> None:
+            self.mic.write(frames)
+
+        stream = InputStream(
+            on_audio,
+            device=_device(a.input_device),
+            rate=a.input_rate or None,
+            frame_ms=a.frame_ms,
+        )
+        stream.start()
+        return stream
+
+    def _open_output(self) -> OutputStream:
+        a = self.config.audio
+        stream = OutputStream(
+            self.loop.playback.pull,
+            source_rate=self.out_rate,
+            device=_device(a.output_device),
+            rate=a.output_rate or None,
+            frame_ms=a.frame_ms,
+        )
+        stream.start()
+        return stream
+
+    def start(self, *, first_input_timeout: float = 5.0) -> None:
+        self.output = self._open_output()
+        self.input = self._open_input()
+        if not self.input.wait_running(first_input_timeout):
+            raise AudioDeviceError(f"the input device delivered nothing within {first_input_timeout:.0f} s")
+        self.loop.start()
+
+    def watch(self, stop: threading.Event, period: float = 0.25) -> None:
+        """Until ``stop`` is set: reopen any stream that died. Run in the main thread."""
+        while not stop.wait(period):
+            for kind in ("input", "output"):
+                stream = getattr(self, kind)
+                if stream is not None and stream.is_alive(max_gap_s=1.0):
+                    continue
+                log.warning("%s stream died (%s): reopening", kind, getattr(stream, "error", None))
+                if stream is not None:
+                    stream.close()
+                try:
+                    setattr(self, kind, self._open_input() if kind == "input" else self._open_output())
+                    self.reopened += 1
+                except AudioDeviceError as exc:
+                    setattr(self, kind, None)
+                    log.warning("cannot reopen the %s stream yet: %s", kind, exc)
+
+    def xruns(self) -> XrunReport:
+        mic, spk = self.mic.stats(), self.speaker.stats()
+        return XrunReport(
+            input_overruns=mic.overrun_samples,
+            input_device_xruns=self.input.stats().xruns if self.input else 0,
+            output_underruns=spk.underrun_events,
+            output_device_xruns=self.output.stats().xruns if self.output else 0,
+            mic_high_water=mic.high_water,
+            speaker_high_water=spk.high_water,
+            reopened=self.reopened,
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.loop.close(timeout=1.0)
+        for stream in (self.input, self.output):
+            if stream is not None:
+                stream.close()
+        self.mic.close()
+        self.mic.unlink()
+        self.speaker.close()
+        self.speaker.unlink()
+
+    def __enter__(self) -> LiveAssistant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

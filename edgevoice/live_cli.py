@@ -1,0 +1,94 @@
+"""The `edgevoice run` command: load, warm up, listen until SIGINT/SIGTERM, stop within two seconds."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+from edgevoice.clock import MonotonicClock
+from edgevoice.config import Config
+from edgevoice.engines.factory import load_engines, load_turn_model, model_store
+from edgevoice.live import LiveAssistant
+from edgevoice.loop import Turn
+from edgevoice.pipeline import Assistant, trace_stages
+from edgevoice.responder import ReplyTrace
+
+log = logging.getLogger(__name__)
+
+
+def turn_record(trace: ReplyTrace, turn: Turn, sample_rate: int) -> dict[str, object]:
+    """One structured record per turn: what was said, and the time each stage took (ms)."""
+    stages = {k: round(v * 1000, 1) for k, v in trace_stages(trace).items()}
+    stages["endpoint_wait"] = round((turn.committed_t - turn.speech_end_t) * 1000, 1)
+    return {
+        "event": "turn",
+        "turn": trace.turn_id,
+        "reason": turn.reason,
+        "transcript": trace.transcript,
+        "reply": trace.reply,
+        "cancelled": trace.cancelled,
+        "reply_seconds": round(sum(c.end_sample - c.start_sample for c in trace.clauses) / sample_rate, 3),
+        "speech_end_s": round(turn.speech_end_t, 3),
+        "committed_s": round(turn.committed_t, 3),
+        "stages_ms": stages,
+    }
+
+
+def run_live(config: Config, *, json_lines: bool = False) -> int:
+    def emit(record: dict[str, object]) -> None:
+        if json_lines:
+            print(json.dumps(record), flush=True)
+        elif record["event"] in ("speaking",):
+            return
+        elif record["event"] == "turn":
+            print(
+                f"Visitor:   {record['transcript']}\\nAssistant: {record['reply']}  {record['stages_ms']}", flush=True
+            )
+        else:
+            print(
+                f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"), flush=True
+            )
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    t0 = time.perf_counter()
+    store = model_store(config)
+    engines, _ = load_engines(config, store)
+    turn_model = load_turn_model(config, store)
+    try:
+        assistant = Assistant(config, engines, clock=MonotonicClock())
+        assistant.warm_up()
+        live = LiveAssistant(
+            config,
+            engines,
+            turn_model,  # type: ignore[arg-type]
+            assistant.responder,
+            on_trace=lambda trace, turn: emit(turn_record(trace, turn, engines.synthesizer.sample_rate)),
+            on_event=lambda name, turn_id: emit({"event": name, "turn": turn_id}),
+        )
+        with live:
+            live.start()
+            emit({"event": "ready", "load_ms": round((time.perf_counter() - t0) * 1000)})
+            live.watch(stop)
+            t_stop = time.perf_counter()
+            xruns = live.xruns()
+        emit({"event": "stopped", "stop_ms": round((time.perf_counter() - t_stop) * 1000), **xruns.as_dict()})
+    finally:
+        getattr(turn_model, "close", lambda: None)()
+        engines.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    errors = live.loop.errors
+    if errors:
+        print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
+    return 0
