@@ -12,8 +12,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from edgevoice.aec import EchoCanceller
 from edgevoice.audio_io import InputStream, OutputStream
 from edgevoice.config import Config
+from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig
 from edgevoice.errors import AudioDeviceError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
@@ -36,8 +38,10 @@ class XrunReport:
     mic_high_water: int
     speaker_high_water: int
     reopened: int
+    echo_attenuation_db: float | None
+    """Microphone level drop through the echo canceller while the kiosk spoke (None: no canceller or no reply)."""
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -76,6 +80,13 @@ class LiveAssistant:
         self.out_rate = engines.synthesizer.sample_rate
         self.mic = SharedRing.create(RATE * 20)
         self.speaker = SharedRing.create(self.out_rate * 60)
+        self.reference: SharedRing | None = None
+        echo = None
+        if config.audio.echo_cancellation:
+            self.reference = SharedRing.create(self.out_rate * 10)
+            canceller = EchoCanceller(RATE, noise_suppression=config.audio.noise_suppression)
+            echo = EchoPath(canceller, self.reference, self.out_rate)
+        self.echo = echo
         self.loop = VoiceLoop(
             mic=self.mic,
             speaker=self.speaker,
@@ -85,6 +96,7 @@ class LiveAssistant:
             endpoint=endpoint_config(config),
             on_trace=on_trace,
             on_event=on_event,
+            echo=echo,
         )
         self.input: InputStream | None = None
         self.output: OutputStream | None = None
@@ -153,6 +165,7 @@ class LiveAssistant:
             mic_high_water=mic.high_water,
             speaker_high_water=spk.high_water,
             reopened=self.reopened,
+            echo_attenuation_db=round(db, 1) if self.echo and (db := self.echo.attenuation_db()) is not None else None,
         )
 
     def close(self) -> None:
@@ -163,10 +176,12 @@ class LiveAssistant:
         for stream in (self.input, self.output):
             if stream is not None:
                 stream.close()
-        self.mic.close()
-        self.mic.unlink()
-        self.speaker.close()
-        self.speaker.unlink()
+        if self.echo is not None:
+            self.echo.close()
+        for ring in (self.mic, self.speaker, self.reference):
+            if ring is not None:
+                ring.close()
+                ring.unlink()
 
     def __enter__(self) -> LiveAssistant:
         return self

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgevoice.clock import Clock, MonotonicClock
+from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig, Endpointer, Pause, SpeechStart, TurnEnd
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
@@ -33,6 +34,7 @@ RATE = 16000
 FRAME = 512
 PREROLL_S = 0.3
 BARGE_IN_FRAMES = 2
+AEC_FRAME = RATE // 100
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,10 @@ class Turn:
 class PlaybackControl:
     """Lets any thread silence the output at once: the output callback, the ring's only consumer, does the flush."""
 
-    def __init__(self, ring: SharedRing) -> None:
+    def __init__(self, ring: SharedRing, reference: SharedRing | None = None) -> None:
         self.ring = ring
+        self.reference = reference
+        """When set, every buffer handed to the device (silence included) is copied here for echo cancellation."""
         self._flush = False
         self.flushed_samples = 0
         self.played = 0
@@ -74,7 +78,10 @@ class PlaybackControl:
     def pull(self, n: int) -> np.ndarray:
         """Called from the output callback: up to ``n`` queued samples; the stream plays silence for the rest."""
         out = np.zeros(n, dtype=np.float32)
-        return out[: self.read_into(out)]
+        got = self.read_into(out)
+        if self.reference is not None:
+            self.reference.write(out)
+        return out[:got]
 
 
 class VoiceLoop:
@@ -90,11 +97,16 @@ class VoiceLoop:
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
         on_event: Callable[[str, int], None] | None = None,
+        echo: EchoPath | None = None,
     ) -> None:
-        """``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio
-        is queued and ("barge_in", turn id) when the visitor interrupts it. Both run on the loop's threads."""
+        """``echo``: the echo canceller, whose reference ring the playback fills.
+
+        ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
+        queued and ("barge_in", turn id) when the visitor interrupts it. Both run on the loop's threads.
+        """
         self.mic, self.speaker = mic, speaker
-        self.playback = PlaybackControl(speaker)
+        self.echo = echo
+        self.playback = PlaybackControl(speaker, echo.reference if echo is not None else None)
         self.vad = vad
         self.turn_model = turn_model
         self.responder = responder
@@ -142,17 +154,28 @@ class VoiceLoop:
     # -- listener -------------------------------------------------------------------------------------------------
     def _listen(self) -> None:
         self.vad.reset()  # type: ignore[attr-defined]
+        step = AEC_FRAME if self.echo is not None else FRAME
+        pending = np.zeros(0, dtype=np.float32)
         while not self._stop.is_set():
-            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
+            if not self.mic.wait_for(step, timeout=0.1, stop=self._stop):
                 continue
-            frame = self.mic.read(FRAME)
-            self.samples_in += FRAME
-            try:
-                self._on_frame(frame)
-            except EdgeVoiceError as exc:
-                # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
-                log.error("listener: %s", exc)
-                self.errors.append(exc)
+            chunk = self.mic.read(step)
+            if self.echo is not None:
+                try:
+                    chunk = self.echo.process(chunk, speaking=self.playback.expect_audio)
+                except EdgeVoiceError as exc:
+                    log.error("echo canceller failed, listening to the raw microphone: %s", exc)
+                    self.errors.append(exc)
+            pending = np.concatenate([pending, chunk]) if len(pending) else chunk
+            while len(pending) >= FRAME:
+                frame, pending = pending[:FRAME], pending[FRAME:]
+                self.samples_in += FRAME
+                try:
+                    self._on_frame(frame)
+                except EdgeVoiceError as exc:
+                    # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
+                    log.error("listener: %s", exc)
+                    self.errors.append(exc)
 
     def _on_frame(self, frame: FloatAudio) -> None:
         t = self.samples_in / RATE

@@ -441,5 +441,28 @@ class PulseServer:
         self._modules[name] = int(index)
         self._prime(name)
 
+    def add_echo(
+        self, *, delay_ms: int = 40, gain_db: float = -10.0, source: str = "spk.monitor", sink: str = "mic"
+    ) -> int:
+        """A loudspeaker-to-microphone echo path: ``source`` looped into ``sink`` ``delay_ms`` late, ``gain_db``
+        quieter (module-loopback; it drifts a little in rate, as a real room path between two clocks does).
+        Returns the module index."""
+        module = int(
+            self.pactl(
+                "load-module",
+                "module-loopback",
+                f"source={source}",
+                f"sink={sink}",
+                f"latency_msec={delay_ms}",
+                "source_dont_move=true",
+                "sink_dont_move=true",
+            ).strip()
+        )
+        for line in self.pactl("list", "short", "sink-inputs").splitlines():
+            index, _sink, _client, driver, *_ = line.split("\t")
+            if driver == "module-loopback.c":
+                self.pactl("set-sink-input-volume", index, f"{gain_db}dB")
+        return module
+
     def sink_names(self) -> list[str]:
         return [line.split("\t")[1] for line in self.pactl("list", "short", "sinks").splitlines() if line]
