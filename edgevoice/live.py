@@ -74,7 +74,7 @@ class LiveAssistant:
         responder: Responder,
         *,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
-        on_event: Callable[[str, int], None] | None = None,
+        on_event: Callable[[str, int, str], None] | None = None,
     ) -> None:
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate

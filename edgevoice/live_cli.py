@@ -43,7 +43,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     def emit(record: dict[str, object]) -> None:
         if json_lines:
             print(json.dumps(record), flush=True)
-        elif record["event"] in ("speaking",):
+        elif record["event"] in ("speaking", "partial"):
             return
         elif record["event"] == "turn":
             print(
@@ -74,7 +74,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
             on_trace=lambda trace, turn: emit(turn_record(trace, turn, engines.synthesizer.sample_rate)),
-            on_event=lambda name, turn_id: emit({"event": name, "turn": turn_id}),
+            on_event=lambda name, turn_id, text: emit(
+                {"event": name, "turn": turn_id} | ({"text": text} if text else {})
+            ),
         )
         with live:
             live.start()

@@ -22,17 +22,20 @@ import numpy as np
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.echo_path import EchoPath
-from edgevoice.endpointing import EndpointConfig, Endpointer, Pause, SpeechStart, TurnEnd
+from edgevoice.endpointing import EndpointConfig, Endpointer, EndpointState, Pause, SpeechStart, TurnEnd
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
+from edgevoice.streaming_asr import StreamingTranscriber
 
 log = logging.getLogger(__name__)
 
 RATE = 16000
 FRAME = 512
 PREROLL_S = 0.3
+PARTIAL_FRAMES = 31
+"""A partial transcript about every second of a turn in progress."""
 BARGE_IN_FRAMES = 2
 AEC_FRAME = RATE // 100
 
@@ -47,6 +50,8 @@ class Turn:
     """Stream time (s) at which the endpointer committed the turn."""
     committed_wall: float
     reason: str
+    tail: FloatAudio | None = None
+    """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
 
 
 class PlaybackControl:
@@ -96,13 +101,14 @@ class VoiceLoop:
         endpoint: EndpointConfig,
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
-        on_event: Callable[[str, int], None] | None = None,
+        on_event: Callable[[str, int, str], None] | None = None,
         echo: EchoPath | None = None,
     ) -> None:
         """``echo``: the echo canceller, whose reference ring the playback fills.
 
         ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
-        queued and ("barge_in", turn id) when the visitor interrupts it. Both run on the loop's threads.
+        queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial
+        transcript while the visitor speaks (the text is empty for the others). Both run on the loop's threads.
         """
         self.mic, self.speaker = mic, speaker
         self.echo = echo
@@ -113,7 +119,7 @@ class VoiceLoop:
         self.endpointer = Endpointer(endpoint)
         self.clock = clock or MonotonicClock()
         self.on_trace = on_trace
-        self.on_event = on_event or (lambda _name, _turn: None)
+        self.on_event = on_event or (lambda _name, _turn, _text: None)
         self._current_turn = 0
         self._turns: queue.Queue[Turn | None] = queue.Queue()
         self._stop = threading.Event()
@@ -127,7 +133,15 @@ class VoiceLoop:
         self._reply_samples = 0
         self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
         self._turn: list[FloatAudio] | None = None
+        self._turn_id = 0
+        self._segment_start = 0
+        self._last_partial = 0
         self._loud = 0
+        self.asr = StreamingTranscriber(
+            responder.recognizer,
+            prompt=responder.asr_prompt,
+            on_partial=lambda turn_id, text: self.on_event("partial", turn_id, text),
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -143,6 +157,7 @@ class VoiceLoop:
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+        self.asr.close(timeout)
 
     def __enter__(self) -> VoiceLoop:
         self.start()
@@ -176,6 +191,12 @@ class VoiceLoop:
                     # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
                     log.error("listener: %s", exc)
                     self.errors.append(exc)
+                except Exception as exc:  # a bug must not leave the kiosk deaf: drop the turn in progress
+                    error = StageError("listen", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
+                    log.exception("listener: %s", error)
+                    self.errors.append(error)
+                    self._turn = None
+                    self.endpointer.reset(t=self.samples_in / RATE)
 
     def _on_frame(self, frame: FloatAudio) -> None:
         t = self.samples_in / RATE
@@ -195,6 +216,9 @@ class VoiceLoop:
             event = events.pop(0)
             if isinstance(event, SpeechStart):
                 self._turn = list(self._preroll)
+                self._turn_id = next(self._ids)
+                self._segment_start = self._last_partial = 0
+                self.asr.start_turn(self._turn_id)
             elif isinstance(event, Pause) and self._turn is not None:
                 try:
                     p = self.turn_model.probability_complete(np.concatenate(self._turn))
@@ -202,18 +226,28 @@ class VoiceLoop:
                     log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
                     self.errors.append(exc)
                     p = 0.0
-                events += self.endpointer.report_turn_probability(p)
+                verdict = self.endpointer.report_turn_probability(p)
+                if not any(isinstance(e, TurnEnd) for e in verdict):
+                    # an incomplete turn: what was said up to this pause is stable, decode it now
+                    self.asr.commit_segment(np.concatenate(self._turn[self._segment_start :]))
+                    self._segment_start = self._last_partial = len(self._turn)
+                events += verdict
             elif isinstance(event, TurnEnd) and self._turn is not None:
                 audio = np.concatenate(self._turn)
-                self._turns.put(Turn(next(self._ids), audio, event.speech_end_t, t, self.clock.now(), event.reason))
+                tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
+                self._turns.put(Turn(self._turn_id, audio, event.speech_end_t, t, self.clock.now(), event.reason, tail))
                 self._turn = None
+        speaking = self.endpointer.state == EndpointState.SPEECH
+        if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
+            self._last_partial = len(self._turn)
+            self.asr.partial(np.concatenate(self._turn[self._segment_start :]))
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""
         self.barge_ins += 1
         self._cancel.set()
         self.playback.request_flush()
-        self.on_event("barge_in", self._current_turn)
+        self.on_event("barge_in", self._current_turn, "")
         log.info("barge-in: output flushed, reply cancelled")
 
     # -- responder ------------------------------------------------------------------------------------------------
@@ -229,7 +263,8 @@ class VoiceLoop:
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             try:
-                self.responder.respond(turn.audio, trace, self._cancel, self._emit_first)
+                transcript = self.asr.finish(turn.tail if turn.tail is not None else turn.audio)
+                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first)
                 self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
                 self._wait_played()
             except EdgeVoiceError as exc:
@@ -254,7 +289,7 @@ class VoiceLoop:
         n = self._emit(audio)
         self.playback.expect_audio = not self._cancel.is_set()
         if first and n:
-            self.on_event("speaking", self._current_turn)
+            self.on_event("speaking", self._current_turn, "")
         return n
 
     def _emit(self, audio: FloatAudio) -> int:

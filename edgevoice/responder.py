@@ -16,7 +16,7 @@ import numpy as np
 
 from edgevoice.chunker import ClauseChunker
 from edgevoice.clock import Clock
-from edgevoice.events import ChatMessage
+from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation
 from edgevoice.speech_text import normalize_for_speech, speakable
@@ -97,7 +97,16 @@ class Responder:
         emit: Callable[[FloatAudio], int],
     ) -> ReplyTrace:
         """Answer the turn in ``audio``; ``emit`` queues synthesized audio and returns the position after it."""
-        transcript = self.recognizer.transcribe(audio, prompt=self.asr_prompt)
+        return self.respond_to(self.recognizer.transcribe(audio, prompt=self.asr_prompt), trace, cancel, emit)
+
+    def respond_to(
+        self,
+        transcript: Transcript,
+        trace: ReplyTrace,
+        cancel: threading.Event,
+        emit: Callable[[FloatAudio], int],
+    ) -> ReplyTrace:
+        """Answer an already transcribed turn (the live loop transcribes while the visitor speaks)."""
         trace.transcript_done = self.clock.now()
         trace.transcript = transcript.text
         if transcript.is_empty or cancel.is_set():

@@ -202,3 +202,88 @@ def test_a_crashing_stage_costs_one_turn_and_the_next_turn_works(rings: tuple[Sh
     (error,) = loop.errors
     assert error.code == "stage_unexpected" and "engine crashed" in str(error)
     assert [t.reply for t in traces] == ["", "It is upstairs."]
+
+
+class CountingRecognizer:
+    """Names each piece of audio it hears by its length, so joins and tails can be checked."""
+
+    sample_rate = RATE
+
+    def __init__(self) -> None:
+        self.heard: list[int] = []
+
+    def transcribe(self, audio: np.ndarray, *, prompt: str = ""):  # type: ignore[no-untyped-def]
+        from edgevoice.events import Transcript
+
+        self.heard.append(len(audio))
+        n = len(audio) // 160
+        frames = np.abs(audio[: n * 160]).reshape(n, 160).max(axis=1)
+        loud = round(np.sum(frames > 0.05) * 160 / RATE * 10)  # tenths of a second of speech
+        return Transcript(f"part{loud}" if loud else "")
+
+
+class IncompleteThenComplete:
+    sample_rate = RATE
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def probability_complete(self, audio: np.ndarray) -> float:
+        self.calls += 1
+        return 0.1 if self.calls == 1 else 0.9
+
+
+def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "Yes.")
+    recognizer = CountingRecognizer()
+    responder.recognizer = recognizer
+    loop.asr.recognizer = recognizer
+    loop.turn_model = IncompleteThenComplete()
+    partials: list[str] = []
+    loop.on_event = lambda name, _turn, text: partials.append(text) if name == "partial" else None
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        # 1.6 s of speech, a 0.4 s pause the end-of-turn model calls incomplete, 0.5 s more, then silence
+        mic.write(np.concatenate([silence(0.3), speech(1.6), silence(0.4), speech(0.5), silence(0.6)]))
+        assert done.wait(10)
+    stop.set()
+    player.join()
+    (trace,) = traces
+    # the stable first part was decoded at the pause, the rest at the end, and the two joined
+    assert trace.transcript == "part16 part5", trace.transcript
+    assert loop.asr.segments_decoded == 1
+    tail = recognizer.heard[-1]
+    assert tail < (0.5 + 0.7) * RATE  # only the audio after the pause was left to decode
+    assert partials and partials[0].startswith("part")  # a partial transcript came while the visitor spoke
+
+
+class BrokenOnceVad(EnergyVad):
+    def __init__(self) -> None:
+        self.failed = False
+
+    def probability(self, frame: np.ndarray) -> float:
+        if not self.failed and np.abs(frame).max() > 0.05:
+            self.failed = True
+            raise RuntimeError("vad exploded")
+        return super().probability(frame)
+
+
+def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, done = make_loop(mic, spk, "Yes.")
+    loop.vad = BrokenOnceVad()
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        assert done.wait(10)
+    stop.set()
+    player.join()
+    assert [e.code for e in loop.errors] == ["stage_unexpected"]
+    assert traces[0].reply == "Yes."

@@ -254,8 +254,15 @@ class WhisperCppRecognizer:
             p.initial_prompt = prompt
         return p
 
-    def transcribe(self, audio: npt.NDArray[np.float32], *, prompt: str = "") -> Transcript:
-        """Transcribe mono float32 audio at 16 kHz; phantom outputs come back empty with ``filtered`` set."""
+    def transcribe_partial(self, audio: npt.NDArray[np.float32], *, prompt: str = "") -> Transcript:
+        """A quick look at speech still in progress: one short-window decode, never the full-window retry."""
+        return self.transcribe(audio, prompt=prompt, retry=False)
+
+    def transcribe(self, audio: npt.NDArray[np.float32], *, prompt: str = "", retry: bool = True) -> Transcript:
+        """Transcribe mono float32 audio at 16 kHz; phantom outputs come back empty with ``filtered`` set.
+
+        A looping short-window decode is mended (repeated sentence dropped) or, with ``retry``, decoded again with
+        the whole window."""
         samples = np.ascontiguousarray(audio, dtype=np.float32)
         if samples.ndim != 1:
             raise RecognizerError(f"expected mono audio (1-D), got shape {samples.shape}")
@@ -277,7 +284,7 @@ class WhisperCppRecognizer:
         text, n_tokens = self._decode(samples, ctx_size, prompt, max_tokens)
         if text is not None and ctx_size < full and (n_tokens >= max_tokens or looks_looped(text)):
             mended = collapse_repeated_sentences(text)
-            if n_tokens < max_tokens and not looks_looped(mended):
+            if (n_tokens < max_tokens and not looks_looped(mended)) or not retry:
                 text = mended
             else:
                 text, n_tokens = self._decode(samples, full, prompt, max_tokens)

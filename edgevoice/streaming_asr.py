@@ -1,0 +1,122 @@
+"""Recognition while the visitor speaks: stable segments decoded at pauses, partial transcripts, the tail at the end.
+
+A turn is cut at its internal pauses (a silence the end-of-turn model judged incomplete). Each finished segment is
+stable: it is decoded in the background as soon as the pause begins, and its text is kept. Meanwhile the segment in
+progress is decoded now and then for a partial transcript. When the turn is committed only the tail (the audio
+after the last pause) is left to decode. One worker thread owns the recognizer; the listener never waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from edgevoice.errors import EdgeVoiceError
+from edgevoice.events import Transcript
+from edgevoice.interfaces import FloatAudio, Recognizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _TurnState:
+    turn_id: int
+    segments: list[str] = field(default_factory=list)
+    pending: int = 0
+    done: threading.Condition = field(default_factory=threading.Condition)
+
+
+@dataclass(frozen=True)
+class _Job:
+    kind: str  # "segment" | "partial"
+    turn: _TurnState
+    audio: FloatAudio
+    index: int = 0
+
+
+class StreamingTranscriber:
+    def __init__(
+        self,
+        recognizer: Recognizer,
+        *,
+        prompt: str = "",
+        on_partial: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.recognizer = recognizer
+        self.prompt = prompt
+        self.on_partial = on_partial or (lambda _turn, _text: None)
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._turn: _TurnState | None = None
+        self._lock = threading.Lock()  # the recognizer runs one decode at a time: worker or finish()
+        self._worker = threading.Thread(target=self._work, name="edgevoice-asr", daemon=False)
+        self._worker.start()
+        self.partials = 0
+        self.segments_decoded = 0
+
+    # -- called by the listener (never blocks) ----------------------------------------------------------------------
+    def start_turn(self, turn_id: int) -> None:
+        self._turn = _TurnState(turn_id)
+
+    def commit_segment(self, audio: FloatAudio) -> None:
+        """A stable segment of the current turn (it ended at a pause): decode it in the background."""
+        turn = self._turn
+        if turn is None:
+            return
+        with turn.done:
+            index = len(turn.segments)
+            turn.segments.append("")
+            turn.pending += 1
+        self._jobs.put(_Job("segment", turn, audio, index))
+
+    def partial(self, audio: FloatAudio) -> None:
+        """The segment in progress: decode it for a partial transcript if the worker is idle (else skip it)."""
+        if self._turn is not None and self._jobs.empty():
+            self._jobs.put(_Job("partial", self._turn, audio))
+
+    # -- called by the responder --------------------------------------------------------------------------------------
+    def finish(self, tail: FloatAudio, timeout: float = 10.0) -> Transcript:
+        """Wait for the turn's stable segments, decode the tail, return the whole transcript."""
+        turn, self._turn = self._turn, None
+        with self._lock:
+            tail_text = self.recognizer.transcribe(tail, prompt=self.prompt)
+        if turn is None:
+            return tail_text
+        with turn.done:
+            turn.done.wait_for(lambda: turn.pending == 0, timeout)
+            parts = [*turn.segments, tail_text.text]
+        text = " ".join(p.strip() for p in parts if p.strip())
+        filtered = tail_text.filtered if not text else None
+        return Transcript(text=text, no_speech_prob=tail_text.no_speech_prob if not text else 0.0, filtered=filtered)
+
+    # -- worker ---------------------------------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            decode = self.recognizer.transcribe
+            if job.kind == "partial":
+                decode = getattr(self.recognizer, "transcribe_partial", decode)
+            try:
+                with self._lock:
+                    text = decode(job.audio, prompt=self.prompt).text
+            except EdgeVoiceError as exc:
+                log.error("streaming recognition failed: %s", exc)
+                text = ""
+            if job.kind == "partial":
+                self.partials += 1
+                if text:
+                    self.on_partial(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
+                continue
+            self.segments_decoded += 1
+            with job.turn.done:
+                job.turn.segments[job.index] = text
+                job.turn.pending -= 1
+                job.turn.done.notify_all()
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._jobs.put(None)
+        self._worker.join(timeout)
