@@ -191,6 +191,8 @@ class StreamStats:
     """Over the last 1000 callbacks."""
     last_callback_age_s: float | None
     """Seconds since the last callback returned; None before the first one."""
+    max_gap_ms: float = 0.0
+    """Longest time between the starts of two callbacks: a late callback (the GIL held elsewhere) shows here."""
 
 
 class _Stream:
@@ -207,6 +209,8 @@ class _Stream:
         self._device_frames = 0
         self._xruns = 0
         self._max_duration = 0.0
+        self._max_gap = 0.0
+        self._last_start: float | None = None
         self._last_callback: float | None = None
         self._started_at: float | None = None
         self._first_callback = threading.Event()
@@ -272,6 +276,9 @@ class _Stream:
         duration = end - start
         self._durations[self._callbacks % _STATS_WINDOW] = duration
         self._max_duration = max(self._max_duration, duration)
+        if self._last_start is not None:
+            self._max_gap = max(self._max_gap, start - self._last_start)
+        self._last_start = start
         self._callbacks += 1
         self._last_callback = end
         self._first_callback.set()
@@ -343,6 +350,7 @@ class _Stream:
             max_callback_ms=self._max_duration * 1000,
             p99_callback_ms=float(np.percentile(self._durations[:n], 99)) * 1000 if n else 0.0,
             last_callback_age_s=None if last is None else time.perf_counter() - last,
+            max_gap_ms=self._max_gap * 1000,
         )
 
 

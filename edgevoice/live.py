@@ -38,6 +38,11 @@ class XrunReport:
     mic_high_water: int
     speaker_high_water: int
     reopened: int
+    input_callback_max_ms: float
+    output_callback_max_ms: float
+    input_callback_max_gap_ms: float
+    output_callback_max_gap_ms: float
+    """Longest time between two callbacks (nominal period: [audio] frame_ms)."""
     echo_attenuation_db: float | None
     """Microphone level drop through the echo canceller while the kiosk spoke (None: no canceller or no reply)."""
 
@@ -157,14 +162,20 @@ class LiveAssistant:
 
     def xruns(self) -> XrunReport:
         mic, spk = self.mic.stats(), self.speaker.stats()
+        ins = self.input.stats() if self.input else None
+        outs = self.output.stats() if self.output else None
         return XrunReport(
             input_overruns=mic.overrun_samples,
-            input_device_xruns=self.input.stats().xruns if self.input else 0,
+            input_device_xruns=ins.xruns if ins else 0,
             output_underruns=spk.underrun_events,
-            output_device_xruns=self.output.stats().xruns if self.output else 0,
+            output_device_xruns=outs.xruns if outs else 0,
             mic_high_water=mic.high_water,
             speaker_high_water=spk.high_water,
             reopened=self.reopened,
+            input_callback_max_ms=round(ins.max_callback_ms, 2) if ins else 0.0,
+            output_callback_max_ms=round(outs.max_callback_ms, 2) if outs else 0.0,
+            input_callback_max_gap_ms=round(ins.max_gap_ms, 1) if ins else 0.0,
+            output_callback_max_gap_ms=round(outs.max_gap_ms, 1) if outs else 0.0,
             echo_attenuation_db=round(db, 1) if self.echo and (db := self.echo.attenuation_db()) is not None else None,
         )
 
