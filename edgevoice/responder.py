@@ -80,9 +80,15 @@ class Responder:
         self._count_tokens = count_tokens
 
     def trim_history(self) -> None:
-        """Drop the oldest exchanges until the history fits its token budget (the cached prefix is never dropped)."""
+        """Drop the oldest exchanges until the history fits its token budget (the cached prefix is never dropped).
+
+        A model that can cut messages out of its KV cache (``forget_messages``) keeps the rest of the history
+        cached, so time to first token stays flat however long the conversation."""
+        forget = getattr(self.llm, "forget_messages", None)
         while self.history and self._history_size() > self.history_tokens:
-            del self.history[:2]
+            dropped, self.history = self.history[:2], self.history[2:]
+            if forget is not None:
+                forget(self.prefix, dropped)
 
     def _history_size(self) -> int:
         if self._count_tokens is not None:

@@ -119,6 +119,27 @@ class LlamaCppModel:
             raise LanguageModelError(f"prefill failed: {exc}") from exc
         return len(tokens) - keep
 
+    def forget_messages(self, before: Sequence[ChatMessage], dropped: Sequence[ChatMessage]) -> int:
+        """Cut ``dropped`` (the oldest history, just after ``before``) out of the KV cache and shift what follows
+        back (llama.cpp's context shift), so trimming the history does not re-evaluate the rest of it.
+
+        Returns the number of tokens removed; 0 when the cache does not hold those messages as a contiguous span
+        (then the next prompt simply re-evaluates from the first difference)."""
+        head = self.tokens(before, generation_prompt=False)
+        span = self.tokens([*before, *dropped], generation_prompt=False)
+        n = int(self._llm.n_tokens)
+        cached = self._llm.input_ids[:n]
+        if span[: len(head)] != head or n < len(span) or list(cached[: len(span)]) != span:
+            return 0
+        start, end = len(head), len(span)
+        ctx = self._llm._ctx
+        if not ctx.kv_cache_seq_rm(0, start, end):
+            return 0
+        ctx.kv_cache_seq_shift(0, end, n, start - end)
+        self._llm.input_ids[start : n - (end - start)] = cached[end:n].copy()
+        self._llm.n_tokens = n - (end - start)
+        return end - start
+
     # -- generation --------------------------------------------------------------------------------------------
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
         prompt = self.tokens(messages)
