@@ -14,6 +14,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ class PlaybackControl:
 
     def request_flush(self) -> None:
         self._flush = True
+
+    def wait_flushed(self, stop: threading.Event, timeout: float = 0.5) -> bool:
+        """Wait (polling: the callback takes no locks) until the output callback has carried out the flush."""
+        deadline = time.monotonic() + timeout
+        while self._flush and time.monotonic() < deadline and not stop.is_set():
+            stop.wait(0.005)
+        return not self._flush
 
     def read_into(self, out: np.ndarray) -> int:
         """Called from the output callback: fill ``out`` (zeros where nothing is queued)."""
@@ -277,6 +285,8 @@ class VoiceLoop:
             finally:
                 self.playback.expect_audio = False
                 trace.cancelled = self._cancel.is_set()
+                if trace.cancelled:
+                    self.playback.wait_flushed(self._stop)  # so the count of samples played is final
                 played = self.playback.played - start if trace.cancelled else None
                 self.responder.commit(trace, played)
                 self._replying.clear()
