@@ -32,6 +32,8 @@ def turn_record(trace: ReplyTrace, turn: Turn, sample_rate: int) -> dict[str, ob
         "transcript": trace.transcript,
         "reply": trace.reply,
         "cancelled": trace.cancelled,
+        "speculative_transcript": trace.speculative_transcript,
+        "speculation_valid": turn.speculation_valid,
         "reply_seconds": round(sum(c.end_sample - c.start_sample for c in trace.clauses) / sample_rate, 3),
         "speech_end_s": round(turn.speech_end_t, 3),
         "committed_s": round(turn.committed_t, 3),

@@ -53,6 +53,8 @@ class Turn:
     reason: str
     tail: FloatAudio | None = None
     """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
+    speculation_valid: bool = False
+    """The tail was already decoded when the visitor fell silent, and nothing was said since."""
 
 
 class PlaybackControl:
@@ -144,11 +146,13 @@ class VoiceLoop:
         self._turn_id = 0
         self._segment_start = 0
         self._last_partial = 0
+        self._speculated = self._spec_valid = False
         self._loud = 0
         self.asr = StreamingTranscriber(
             responder.recognizer,
             prompt=responder.asr_prompt,
             on_partial=lambda turn_id, text: self.on_event("partial", turn_id, text),
+            on_speculation=lambda _turn_id, text: responder.prefill_turn(text),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -212,6 +216,7 @@ class VoiceLoop:
         self._preroll.append(frame)
         if self._turn is not None:
             self._turn.append(frame)
+        self._watch_for_silence(probability)
         if self._replying.is_set():
             # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
             self._loud = self._loud + 1 if probability >= self.endpointer.config.threshold else 0
@@ -226,6 +231,7 @@ class VoiceLoop:
                 self._turn = list(self._preroll)
                 self._turn_id = next(self._ids)
                 self._segment_start = self._last_partial = 0
+                self._speculated, self._spec_valid = False, False
                 self.asr.start_turn(self._turn_id)
             elif isinstance(event, Pause) and self._turn is not None:
                 try:
@@ -237,18 +243,46 @@ class VoiceLoop:
                 verdict = self.endpointer.report_turn_probability(p)
                 if not any(isinstance(e, TurnEnd) for e in verdict):
                     # an incomplete turn: what was said up to this pause is stable, decode it now
-                    self.asr.commit_segment(np.concatenate(self._turn[self._segment_start :]))
+                    segment = np.concatenate(self._turn[self._segment_start :])
+                    self.asr.commit_segment(segment, speculated=self._spec_valid)
                     self._segment_start = self._last_partial = len(self._turn)
+                    self._spec_valid = False
                 events += verdict
             elif isinstance(event, TurnEnd) and self._turn is not None:
                 audio = np.concatenate(self._turn)
                 tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
-                self._turns.put(Turn(self._turn_id, audio, event.speech_end_t, t, self.clock.now(), event.reason, tail))
+                self._turns.put(
+                    Turn(
+                        self._turn_id,
+                        audio,
+                        event.speech_end_t,
+                        t,
+                        self.clock.now(),
+                        event.reason,
+                        tail,
+                        speculation_valid=self._spec_valid,
+                    )
+                )
                 self._turn = None
         speaking = self.endpointer.state == EndpointState.SPEECH
         if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
             self.asr.partial(np.concatenate(self._turn[self._segment_start :]))
+
+    def _watch_for_silence(self, probability: float) -> None:
+        """Start decoding the moment the visitor falls silent (speculation), so that recognition runs while the
+        end of the turn is still being confirmed; any speech afterwards invalidates it."""
+        if self._turn is None:
+            return
+        if probability >= self.endpointer.config.threshold:
+            self._speculated = self._spec_valid = False
+        elif (
+            not self._speculated
+            and probability < self.endpointer.config.neg_threshold
+            and self.endpointer.state == EndpointState.SPEECH
+        ):
+            self._speculated = self._spec_valid = True
+            self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""
@@ -271,7 +305,10 @@ class VoiceLoop:
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             try:
-                transcript = self.asr.finish(turn.tail if turn.tail is not None else turn.audio)
+                transcript = self.asr.finish(
+                    turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
+                )
+                trace.speculative_transcript = self.asr.last_used_speculation
                 self.responder.respond_to(transcript, trace, self._cancel, self._emit_first)
                 self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
                 self._wait_played()
@@ -290,6 +327,7 @@ class VoiceLoop:
                 played = self.playback.played - start if trace.cancelled else None
                 self.responder.commit(trace, played)
                 self._replying.clear()
+            self.responder.prefill_history()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
 

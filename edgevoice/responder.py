@@ -16,12 +16,16 @@ import numpy as np
 
 from edgevoice.chunker import ClauseChunker
 from edgevoice.clock import Clock
+from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation
 from edgevoice.speech_text import normalize_for_speech, speakable
 
 log = logging.getLogger(__name__)
+
+FIRST_CLAUSE_WORDS = 4
+"""The first piece of a reply goes to the synthesizer after at most this many words (time to first audio)."""
 
 
 @dataclass
@@ -48,6 +52,8 @@ class ReplyTrace:
     transcript: str = ""
     reply: str = ""
     cancelled: bool = False
+    speculative_transcript: bool = False
+    """The transcript was decoded while the end of the turn was being confirmed."""
     synthesis_s: float = 0.0
     """Time spent inside the synthesizer."""
     clauses: list[SpokenClause] = field(default_factory=list)
@@ -71,6 +77,7 @@ class Responder:
         asr_prompt: str = "",
     ) -> None:
         self.asr_prompt = asr_prompt
+        self._llm_lock = threading.Lock()  # the language model serves one caller at a time
         self.recognizer, self.llm, self.synthesizer = recognizer, llm, synthesizer
         self.prefix = prefix
         self.history: list[ChatMessage] = []
@@ -119,9 +126,52 @@ class Responder:
             trace.cancelled = cancel.is_set()
             trace.done = self.clock.now()
             return trace
+        with self._llm_lock:
+            return self._reply(transcript, trace, cancel, emit)
+
+    def prefill_history(self) -> bool:
+        """Put the conversation so far into the KV cache while the visitor listens, so the next turn's prefill
+        only has the new question left to evaluate."""
+        prefill = getattr(self.llm, "prefill", None)
+        if prefill is None or not self._llm_lock.acquire(blocking=False):
+            return False
+        try:
+            self.trim_history()
+            prefill([*self.prefix, *self.history])
+            return True
+        except EdgeVoiceError as exc:
+            log.warning("history prefill failed: %s", exc)
+            return False
+        finally:
+            self._llm_lock.release()
+
+    def prefill_turn(self, text: str) -> bool:
+        """Evaluate the prompt up to the visitor's (speculative) words ahead of time, if the model is free.
+
+        Called while the end of the turn is being confirmed; the reply then only evaluates what differs."""
+        prefill = getattr(self.llm, "prefill", None)
+        if prefill is None or not self._llm_lock.acquire(blocking=False):
+            return False
+        try:
+            self.trim_history()
+            prefill(conversation(self.prefix, self.history, text))
+            return True
+        except EdgeVoiceError as exc:
+            log.warning("speculative prefill failed: %s", exc)
+            return False
+        finally:
+            self._llm_lock.release()
+
+    def _reply(
+        self,
+        transcript: Transcript,
+        trace: ReplyTrace,
+        cancel: threading.Event,
+        emit: Callable[[FloatAudio], int],
+    ) -> ReplyTrace:
         self.trim_history()
         messages = conversation(self.prefix, self.history, transcript.text)
-        chunker = ClauseChunker()
+        chunker = ClauseChunker(first_max_words=FIRST_CLAUSE_WORDS)
         sentences_spoken = 0
         stream = self.llm.stream_reply(messages, max_tokens=self.max_tokens)
         position = None

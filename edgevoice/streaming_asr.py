@@ -26,6 +26,8 @@ class _TurnState:
     turn_id: int
     segments: list[str] = field(default_factory=list)
     pending: int = 0
+    speculation: Transcript | None = None
+    speculating: bool = False
     done: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -44,10 +46,12 @@ class StreamingTranscriber:
         *,
         prompt: str = "",
         on_partial: Callable[[int, str], None] | None = None,
+        on_speculation: Callable[[int, str], object] | None = None,
     ) -> None:
         self.recognizer = recognizer
         self.prompt = prompt
         self.on_partial = on_partial or (lambda _turn, _text: None)
+        self.on_speculation = on_speculation or (lambda _turn, _text: None)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._turn: _TurnState | None = None
         self._lock = threading.Lock()  # the recognizer runs one decode at a time: worker or finish()
@@ -55,13 +59,17 @@ class StreamingTranscriber:
         self._worker.start()
         self.partials = 0
         self.segments_decoded = 0
+        self.speculations_used = 0
+        self.last_used_speculation = False
 
     # -- called by the listener (never blocks) ----------------------------------------------------------------------
     def start_turn(self, turn_id: int) -> None:
         self._turn = _TurnState(turn_id)
 
-    def commit_segment(self, audio: FloatAudio) -> None:
-        """A stable segment of the current turn (it ended at a pause): decode it in the background."""
+    def commit_segment(self, audio: FloatAudio, *, speculated: bool = False) -> None:
+        """A stable segment of the current turn (it ended at a pause): decode it in the background.
+
+        ``speculated``: nothing was said since the last :meth:`speculate`, whose result is then this segment's."""
         turn = self._turn
         if turn is None:
             return
@@ -69,19 +77,43 @@ class StreamingTranscriber:
             index = len(turn.segments)
             turn.segments.append("")
             turn.pending += 1
-        self._jobs.put(_Job("segment", turn, audio, index))
+        self._jobs.put(_Job("adopt" if speculated else "segment", turn, audio, index))
 
     def partial(self, audio: FloatAudio) -> None:
         """The segment in progress: decode it for a partial transcript if the worker is idle (else skip it)."""
         if self._turn is not None and self._jobs.empty():
             self._jobs.put(_Job("partial", self._turn, audio))
 
+    def speculate(self, audio: FloatAudio) -> None:
+        """The visitor just fell silent: decode the tail now, while the end of the turn is still being confirmed.
+
+        If the turn ends with no more speech, :meth:`finish` takes this result instead of decoding again."""
+        turn = self._turn
+        if turn is None:
+            return
+        with turn.done:
+            turn.speculation, turn.speculating = None, True
+        self._jobs.put(_Job("speculative", turn, audio))
+
     # -- called by the responder --------------------------------------------------------------------------------------
-    def finish(self, tail: FloatAudio, timeout: float = 10.0) -> Transcript:
-        """Wait for the turn's stable segments, decode the tail, return the whole transcript."""
+    def finish(self, tail: FloatAudio, *, speculation_valid: bool = False, timeout: float = 10.0) -> Transcript:
+        """Wait for the turn's stable segments, decode the tail, return the whole transcript.
+
+        ``speculation_valid``: nothing was said after the last :meth:`speculate`, so its result is the tail's."""
         turn, self._turn = self._turn, None
-        with self._lock:
-            tail_text = self.recognizer.transcribe(tail, prompt=self.prompt)
+        tail_text = None
+        self.last_used_speculation = False
+        if turn is not None and speculation_valid:
+            with turn.done:
+                if turn.speculating or turn.speculation is not None:
+                    turn.done.wait_for(lambda: not turn.speculating, timeout)
+                    tail_text = turn.speculation
+        if tail_text is None:
+            with self._lock:
+                tail_text = self.recognizer.transcribe(tail, prompt=self.prompt)
+        else:
+            self.speculations_used += 1
+            self.last_used_speculation = True
         if turn is None:
             return tail_text
         with turn.done:
@@ -97,25 +129,44 @@ class StreamingTranscriber:
             job = self._jobs.get()
             if job is None:
                 return
+            if job.kind == "adopt":
+                # the speculative decode of this very audio was queued before this job: it is done by now
+                speculation = job.turn.speculation
+                if speculation is not None:
+                    self._store_segment(job, speculation.text)
+                    continue
             decode = self.recognizer.transcribe
             if job.kind == "partial":
                 decode = getattr(self.recognizer, "transcribe_partial", decode)
             try:
                 with self._lock:
-                    text = decode(job.audio, prompt=self.prompt).text
+                    result = decode(job.audio, prompt=self.prompt)
             except EdgeVoiceError as exc:
                 log.error("streaming recognition failed: %s", exc)
-                text = ""
+                result = Transcript(text="", filtered="error")
+            text = result.text
+            if job.kind == "speculative":
+                with job.turn.done:
+                    job.turn.speculation, job.turn.speculating = result, False
+                    job.turn.done.notify_all()
+                if text:
+                    self.on_speculation(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
+                continue
             if job.kind == "partial":
                 self.partials += 1
                 if text:
                     self.on_partial(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
                 continue
             self.segments_decoded += 1
-            with job.turn.done:
-                job.turn.segments[job.index] = text
-                job.turn.pending -= 1
-                job.turn.done.notify_all()
+            self._store_segment(job, text)
+
+    @staticmethod
+    def _store_segment(job: _Job, text: str) -> None:
+        with job.turn.done:
+            job.turn.segments[job.index] = text
+            job.turn.pending -= 1
+            job.turn.speculation = None
+            job.turn.done.notify_all()
 
     def close(self, timeout: float = 2.0) -> None:
         self._jobs.put(None)
