@@ -24,7 +24,7 @@ from edgevoice.speech_text import normalize_for_speech, speakable
 
 log = logging.getLogger(__name__)
 
-FIRST_CLAUSE_WORDS = 4
+FIRST_CLAUSE_WORDS = 6
 """The first piece of a reply goes to the synthesizer after at most this many words (time to first audio)."""
 
 

@@ -30,13 +30,13 @@ def test_chain_transcribes_answers_and_times_every_stage() -> None:
     # only the speech (plus padding) was transcribed, not the silence around it
     assert 16000 <= asr.heard[0] <= 16000 + 2 * 2400 + 1024
     # numbers were spelled out for the synthesizer, one sentence at a time
-    # the first piece goes out after four words, for an early first audio
-    assert tts.texts == ["A student ticket costs", "nine euros.", "Enjoy your visit."]
+    # the first piece goes out as soon as it is complete (at most six words), for an early first audio
+    assert tts.texts == ["A student ticket costs nine euros.", "Enjoy your visit."]
     stages = result.stage_ms()
     assert stages["asr"] == pytest.approx(200.0)
     assert stages["llm_first_token"] == pytest.approx(50.0)
-    # first audio: four tokens (the fake's tokens carry their trailing space), then one synthesis
-    assert stages["first_audio"] == pytest.approx(4 * 50.0 + 30.0)
+    # first audio: six tokens (the fake's tokens carry their trailing space), then one synthesis
+    assert stages["first_audio"] == pytest.approx(6 * 50.0 + 30.0)
     assert stages["total"] >= stages["asr"] + stages["tts"]
     assert len(result.audio) == sum(len(t) * 100 for t in tts.texts)
 
