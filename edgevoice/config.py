@@ -92,6 +92,9 @@ class AudioConfig:
     echo_cancellation: bool = True
     """WebRTC echo cancellation with the playback as reference (a kiosk has a loudspeaker, not a headset)."""
     noise_suppression: bool = True
+    barge_in_level_db: float = field(default=-40.0, metadata=_rng(-80.0, 0.0))
+    """With echo cancellation: the echo-cancelled microphone level (dBFS) that, held for 20 ms while the kiosk
+    speaks, is taken as the visitor talking over it."""
 
 
 @dataclass(frozen=True)
