@@ -39,6 +39,8 @@ PARTIAL_FRAMES = 31
 """A partial transcript about every second of a turn in progress."""
 BARGE_IN_FRAMES = 2
 BARGE_IN_NEAR_FRAMES = 2
+BARGE_IN_CONFIRM_S = 0.5
+"""How long a level-triggered pause waits for the VAD to confirm speech before the reply resumes."""
 """With echo cancellation: 20 ms of the cleaned microphone above ``barge_in_level_db`` is a visitor speaking (the
 echo alone left it below -59 dBFS in tests with echo paths from -20 to 0 dB, with and without reverberation)."""
 AEC_FRAME = RATE // 100
@@ -77,6 +79,9 @@ class PlaybackControl:
     def request_flush(self) -> None:
         self._flush = True
 
+    paused = False
+    """While True the speaker plays silence and the queued reply waits (a barge-in not yet confirmed)."""
+
     def wait_flushed(self, stop: threading.Event, timeout: float = 0.5) -> bool:
         """Wait (polling: the callback takes no locks) until the output callback has carried out the flush."""
         deadline = time.monotonic() + timeout
@@ -88,7 +93,11 @@ class PlaybackControl:
         """Called from the output callback: fill ``out`` (zeros where nothing is queued)."""
         if self._flush:
             self._flush = False
+            self.paused = False
             self.flushed_samples += self.ring.discard_all()
+        if self.paused:
+            out[:] = 0.0
+            return 0
         n = self.ring.read_into(out, count_underrun=self.expect_audio)
         self.played += n
         return n
@@ -153,7 +162,10 @@ class VoiceLoop:
         self._speculated = self._spec_valid = False
         self._loud = 0
         self._near = 0
+        self._paused_for = 0.0
         self.barge_in_level_db = barge_in_level_db
+        self.false_barge_ins = 0
+        """Level-triggered pauses the VAD did not confirm (the reply resumed)."""
         self.asr = StreamingTranscriber(
             responder.recognizer,
             prompt=responder.asr_prompt,
@@ -293,16 +305,32 @@ class VoiceLoop:
             self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
 
     def _watch_near_end(self, cleaned: FloatAudio) -> None:
-        """Barge-in through the echo canceller, 10 ms at a time: with the echo removed (60-70 dB here) the cleaned
-        microphone stays near silence while only the kiosk speaks, and rises within a few tens of milliseconds of
-        the visitor's first word, long before AEC3 lets the near-end through in full (about 200 ms)."""
+        """Fast barge-in through the echo canceller, 10 ms at a time. With the echo removed (60-70 dB here) the
+        cleaned microphone stays near silence while only the kiosk speaks, and rises within a few tens of
+        milliseconds of the visitor's first word, long before AEC3 lets the near end through in full (~200 ms).
+
+        The level alone cannot tell a word from a cough or a brief echo leak, so it only *pauses* the speaker; the
+        VAD then confirms within ``BARGE_IN_CONFIRM_S`` (the barge-in proper) or the reply resumes where it
+        stopped."""
+        playback = self.playback
         if not self._replying.is_set() or self._cancel.is_set():
             self._near = 0
+            if playback.paused and not self._replying.is_set():
+                playback.paused = False
+            return
+        if playback.paused:
+            self._paused_for += len(cleaned) / RATE
+            if self._paused_for >= BARGE_IN_CONFIRM_S:
+                log.info("barge-in not confirmed by the VAD: resuming the reply")
+                playback.paused = False
+                self._near = 0
+                self.false_barge_ins += 1
             return
         level = 10 * np.log10(float(np.mean(cleaned * cleaned)) + 1e-12)
         self._near = self._near + 1 if level > self.barge_in_level_db else 0
         if self._near >= BARGE_IN_NEAR_FRAMES:
-            self._barge_in()
+            playback.paused = True
+            self._paused_for = 0.0
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""

@@ -28,6 +28,9 @@ class _TurnState:
     pending: int = 0
     speculation: Transcript | None = None
     speculating: bool = False
+    spec_seq: int = 0
+    """Numbers the speculations, so a segment adopts the one made for it, not a later one."""
+    spec_results: dict[int, Transcript] = field(default_factory=dict)
     done: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -37,6 +40,7 @@ class _Job:
     turn: _TurnState
     audio: FloatAudio
     index: int = 0
+    seq: int = 0
 
 
 class StreamingTranscriber:
@@ -77,7 +81,8 @@ class StreamingTranscriber:
             index = len(turn.segments)
             turn.segments.append("")
             turn.pending += 1
-        self._jobs.put(_Job("adopt" if speculated else "segment", turn, audio, index))
+            seq = turn.spec_seq
+        self._jobs.put(_Job("adopt" if speculated else "segment", turn, audio, index, seq))
 
     def partial(self, audio: FloatAudio) -> None:
         """The segment in progress: decode it for a partial transcript if the worker is idle (else skip it)."""
@@ -93,7 +98,9 @@ class StreamingTranscriber:
             return
         with turn.done:
             turn.speculation, turn.speculating = None, True
-        self._jobs.put(_Job("speculative", turn, audio))
+            turn.spec_seq += 1
+            seq = turn.spec_seq
+        self._jobs.put(_Job("speculative", turn, audio, seq))
 
     # -- called by the responder --------------------------------------------------------------------------------------
     def finish(self, tail: FloatAudio, *, speculation_valid: bool = False, timeout: float = 10.0) -> Transcript:
@@ -131,7 +138,7 @@ class StreamingTranscriber:
                 return
             if job.kind == "adopt":
                 # the speculative decode of this very audio was queued before this job: it is done by now
-                speculation = job.turn.speculation
+                speculation = job.turn.spec_results.get(job.seq)
                 if speculation is not None:
                     self._store_segment(job, speculation.text)
                     continue
@@ -147,7 +154,9 @@ class StreamingTranscriber:
             text = result.text
             if job.kind == "speculative":
                 with job.turn.done:
-                    job.turn.speculation, job.turn.speculating = result, False
+                    job.turn.spec_results[job.index] = result
+                    if job.index == job.turn.spec_seq:  # the latest speculation: the one finish() may take
+                        job.turn.speculation, job.turn.speculating = result, False
                     job.turn.done.notify_all()
                 if text:
                     self.on_speculation(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
@@ -165,7 +174,6 @@ class StreamingTranscriber:
         with job.turn.done:
             job.turn.segments[job.index] = text
             job.turn.pending -= 1
-            job.turn.speculation = None
             job.turn.done.notify_all()
 
     def close(self, timeout: float = 2.0) -> None:

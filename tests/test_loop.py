@@ -301,3 +301,40 @@ def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple
     player.join()
     assert [e.code for e in loop.errors] == ["stage_unexpected"]
     assert traces[0].reply == "Yes."
+
+
+class PassThroughEcho:
+    """An echo path whose canceller passes the microphone through (the test supplies "cleaned" audio directly)."""
+
+    reference = None
+
+    def process(self, frame: np.ndarray, *, speaking: bool) -> np.ndarray:
+        return frame
+
+    def attenuation_db(self) -> float | None:
+        return None
+
+
+def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    clock = ManualClock()
+    reply = "The cafe is upstairs next to the big window."
+    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock))
+    loop.echo = PassThroughEcho()  # type: ignore[assignment]
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    with loop:
+        player.start()
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        deadline = time.monotonic() + 10
+        while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
+        mic.write(np.concatenate([np.full(RATE // 2, 0.03, dtype=np.float32), silence(1.0)]))
+        assert done.wait(20)
+    stop.set()
+    player.join()
+    # the speaker paused at once, and the reply went on when the VAD heard no speech
+    assert loop.false_barge_ins == 1
+    assert loop.barge_ins == 0 and not traces[0].cancelled
+    assert responder.history[1].content == traces[0].reply == reply

@@ -1,6 +1,5 @@
 import pytest
 
-from edgevoice.chunker import SentenceChunker
 from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
 
 
@@ -40,12 +39,3 @@ def test_speakable_keeps_at_most_n_sentences() -> None:
     assert speakable(text, max_sentences=2) == "The cafe is on the top floor. It opens at 10 am."
     assert speakable("Here is a list:", max_sentences=1) == "Here is a list."
     assert speakable("", max_sentences=2) == ""
-
-
-def test_sentence_chunker_emits_each_sentence_when_complete() -> None:
-    chunker = SentenceChunker()
-    assert chunker.feed("A ticket costs 9") == []
-    assert chunker.feed(".50 euros. Children") == ["A ticket costs 9.50 euros."]
-    assert chunker.feed(" go free! The") == ["Children go free!"]
-    assert chunker.flush() == "The"
-    assert chunker.flush() == ""
