@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edgevoice.echo_path import EchoPath
-from edgevoice.loop import PlaybackControl
+from edgevoice.playback import PlaybackControl
 from edgevoice.ring import SharedRing
 
 pytest.importorskip("livekit")
