@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -105,19 +106,30 @@ def drain(loop: VoiceLoop, stop: threading.Event, out: list[np.ndarray]) -> None
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def running(loop: VoiceLoop) -> Iterator[list[np.ndarray]]:
+    """The loop started, with ``drain`` standing in for the output device; yields what was played. Both are
+    stopped and joined on exit."""
+    stop, played = threading.Event(), []
+    player = threading.Thread(target=drain, args=(loop, stop, played))
+    try:
+        with loop:
+            player.start()
+            yield played
+    finally:
+        stop.set()
+        if player.is_alive():
+            player.join()
+
+
 def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop) as played:
         mic.write(np.concatenate([silence(0.5), speech(1.0), silence(0.6)]))
         assert done.wait(10)
         while spk.available():
             time.sleep(0.01)
-    stop.set()
-    player.join()
     (trace,) = traces
     assert trace.transcript == "Where is the cafe?"
     assert trace.reply == "The cafe is upstairs. It opens at ten."
@@ -133,10 +145,7 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     loop, responder, traces, done = make_loop(
         mic, spk, "The cafe is upstairs next to the big window. It opens at ten every day.", SlowSynth(clock)
     )
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         # wait until the reply is audible, then speak over it
         deadline = time.monotonic() + 10
@@ -145,8 +154,6 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
         mic.write(speech(0.5))
         assert done.wait(10)
         queued_at_barge_in = spk.stats().written
-    stop.set()
-    player.join()
     trace = traces[0]
     assert loop.barge_ins == 1
     assert trace.cancelled
@@ -188,17 +195,12 @@ def test_a_crashing_stage_costs_one_turn_and_the_next_turn_works(rings: tuple[Sh
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
         assert done.wait(10)
         done.clear()
         mic.write(np.concatenate([speech(0.8), silence(0.6)]))
         assert done.wait(10)
-    stop.set()
-    player.join()
     (error,) = loop.errors
     assert error.code == "stage_unexpected" and "engine crashed" in str(error)
     assert [t.reply for t in traces] == ["", "It is upstairs."]
@@ -253,15 +255,10 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     loop.turn_model = IncompleteThenComplete()
     partials: list[str] = []
     loop.on_event = lambda name, _turn, text: partials.append(text) if name == "partial" else None
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop):
         # 1.6 s of speech, a 0.4 s pause the end-of-turn model calls incomplete, 0.5 s more, then silence
         mic.write(np.concatenate([silence(0.3), speech(1.6), silence(0.4), speech(0.5), silence(0.6)]))
         assert done.wait(10)
-    stop.set()
-    player.join()
     (trace,) = traces
     # the stable first part was decoded at the pause, the rest at the end, and the two joined
     assert trace.transcript == "part16 part5", trace.transcript
@@ -291,14 +288,9 @@ def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple
     mic, spk = rings
     loop, _, traces, done = make_loop(mic, spk, "Yes.")
     loop.vad = BrokenOnceVad()
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         assert done.wait(10)
-    stop.set()
-    player.join()
     assert [e.code for e in loop.errors] == ["stage_unexpected"]
     assert traces[0].reply == "Yes."
 
@@ -321,10 +313,7 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
     reply = "The cafe is upstairs next to the big window."
     loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock))
     loop.echo = PassThroughEcho()  # type: ignore[assignment]
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
-    with loop:
-        player.start()
+    with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         deadline = time.monotonic() + 10
         while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
@@ -332,8 +321,6 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
         # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
         mic.write(np.concatenate([np.full(RATE // 2, 0.03, dtype=np.float32), silence(1.0)]))
         assert done.wait(20)
-    stop.set()
-    player.join()
     # the speaker paused at once, and the reply went on when the VAD heard no speech
     assert loop.false_barge_ins == 1
     assert loop.barge_ins == 0 and not traces[0].cancelled
