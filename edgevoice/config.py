@@ -93,8 +93,11 @@ class AudioConfig:
     """WebRTC echo cancellation with the playback as reference (a kiosk has a loudspeaker, not a headset)."""
     noise_suppression: bool = True
     barge_in_level_db: float = field(default=-40.0, metadata=_rng(-80.0, 0.0))
-    """With echo cancellation: the echo-cancelled microphone level (dBFS) that, held for 20 ms while the kiosk
-    speaks, is taken as the visitor talking over it."""
+    """With echo cancellation: the echo-cancelled microphone level (dBFS) that, held for 20 ms (or exceeded by 10 dB
+    for 10 ms) while the kiosk speaks, is taken as the visitor talking over it."""
+    compute_nice: int = field(default=10, metadata=_rng(0, 19))
+    """How much lower the CPU priority of the compute threads (recognition, language model, synthesis) is than the
+    audio path's, so a saturated CPU never delays the microphone and barge-in (0: same priority)."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from edgevoice.aec import EchoCanceller
 from edgevoice.audio_io import InputStream, OutputStream
+from edgevoice.capture import CaptureFrontEnd
 from edgevoice.config import Config
 from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig
 from edgevoice.errors import AudioDeviceError
-from edgevoice.interfaces import EndOfTurn, FloatAudio
+from edgevoice.interfaces import EndOfTurn
 from edgevoice.loop import RATE, Turn, VoiceLoop
 from edgevoice.pipeline import Engines
 from edgevoice.responder import ReplyTrace, Responder
@@ -49,6 +50,8 @@ class XrunReport:
     """Longest time between two callbacks (nominal period: [audio] frame_ms)."""
     echo_attenuation_db: float | None
     """Microphone level drop through the echo canceller while the kiosk spoke (None: no canceller or no reply)."""
+    echo_failures: int = 0
+    """10 ms microphone frames passed on uncancelled because the echo canceller failed."""
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -105,9 +108,11 @@ class LiveAssistant:
             endpoint=endpoint_config(config),
             on_trace=on_trace,
             on_event=on_event,
-            echo=echo,
-            barge_in_level_db=config.audio.barge_in_level_db,
+            reference=self.reference,
+            barge_in_level_db=config.audio.barge_in_level_db if echo is not None else None,
+            compute_nice=config.audio.compute_nice,
         )
+        self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None
         self.output: OutputStream | None = None
         self.reopened = 0
@@ -116,12 +121,8 @@ class LiveAssistant:
     # -- devices ----------------------------------------------------------------------------------------------------
     def _open_input(self) -> InputStream:
         a = self.config.audio
-
-        def on_audio(frames: FloatAudio, _t_adc: float) -> None:
-            self.mic.write(frames)
-
         stream = InputStream(
-            on_audio,
+            self.capture,
             device=_device(a.input_device),
             rate=a.input_rate or None,
             frame_ms=a.frame_ms,
@@ -184,6 +185,7 @@ class LiveAssistant:
             input_callback_max_gap_ms=round(ins.max_gap_ms, 1) if ins else 0.0,
             output_callback_max_gap_ms=round(outs.max_gap_ms, 1) if outs else 0.0,
             echo_attenuation_db=round(db, 1) if self.echo and (db := self.echo.attenuation_db()) is not None else None,
+            echo_failures=self.capture.failures,
         )
 
     def close(self) -> None:

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgevoice.capture import NearEndGate
 from edgevoice.clock import Clock, MonotonicClock
-from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig, Endpointer, EndpointState, Pause, SpeechStart, TurnEnd
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.playback import PlaybackControl
+from edgevoice.priority import lower_this_thread
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
 from edgevoice.streaming_asr import StreamingTranscriber
@@ -38,12 +39,7 @@ PREROLL_S = 0.3
 PARTIAL_FRAMES = 31
 """A partial transcript about every second of a turn in progress."""
 BARGE_IN_FRAMES = 2
-BARGE_IN_NEAR_FRAMES = 2
-BARGE_IN_CONFIRM_S = 0.5
-"""How long a level-triggered pause waits for the VAD to confirm speech before the reply resumes."""
-"""With echo cancellation: 20 ms of the cleaned microphone above ``barge_in_level_db`` is a visitor speaking (the
-echo alone left it below -59 dBFS in tests with echo paths from -20 to 0 dB, with and without reverberation)."""
-AEC_FRAME = RATE // 100
+"""VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
 
 @dataclass(frozen=True)
@@ -75,18 +71,23 @@ class VoiceLoop:
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
         on_event: Callable[[str, int, str], None] | None = None,
-        echo: EchoPath | None = None,
-        barge_in_level_db: float = -40.0,
+        reference: SharedRing | None = None,
+        barge_in_level_db: float | None = None,
+        compute_nice: int = 0,
     ) -> None:
-        """``echo``: the echo canceller, whose reference ring the playback fills.
+        """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
+        the ring the playback mirrors every buffer into, for the canceller). ``barge_in_level_db``: with an
+        echo-cancelled microphone, arm a :class:`~edgevoice.capture.NearEndGate` at that level (:attr:`gate`, which
+        the capture callback feeds) so the speaker pauses before the VAD confirms a barge-in. ``compute_nice``:
+        how much lower the CPU priority of the responder and recognition threads is than the listener's.
 
         ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
         queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial
         transcript while the visitor speaks (the text is empty for the others). Both run on the loop's threads.
         """
         self.mic, self.speaker = mic, speaker
-        self.echo = echo
-        self.playback = PlaybackControl(speaker, echo.reference if echo is not None else None)
+        self.playback = PlaybackControl(speaker, reference)
+        self.gate = NearEndGate(self.playback, level_db=barge_in_level_db) if barge_in_level_db is not None else None
         self.vad = vad
         self.turn_model = turn_model
         self.responder = responder
@@ -112,17 +113,14 @@ class VoiceLoop:
         self._last_partial = 0
         self._speculated = self._spec_valid = False
         self._loud = 0
-        self._near = 0
-        self._paused_for = 0.0
-        self.barge_in_level_db = barge_in_level_db
-        self.false_barge_ins = 0
-        """Level-triggered pauses the VAD did not confirm (the reply resumed)."""
         self.asr = StreamingTranscriber(
             responder.recognizer,
             prompt=responder.asr_prompt,
             on_partial=lambda turn_id, text: self.on_event("partial", turn_id, text),
             on_speculation=lambda _turn_id, text: responder.prefill_turn(text),
+            nice=compute_nice,
         )
+        self._compute_nice = compute_nice
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -147,26 +145,19 @@ class VoiceLoop:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def false_barge_ins(self) -> int:
+        """Level-triggered pauses the VAD did not confirm (the reply resumed)."""
+        return self.gate.false_pauses if self.gate is not None else 0
+
     # -- listener -------------------------------------------------------------------------------------------------
     def _listen(self) -> None:
         self.vad.reset()  # type: ignore[attr-defined]
-        step = AEC_FRAME if self.echo is not None else FRAME
-        pending = np.zeros(0, dtype=np.float32)
         while not self._stop.is_set():
-            if not self.mic.wait_for(step, timeout=0.1, stop=self._stop):
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
                 continue
-            chunk = self.mic.read(step)
-            if self.echo is not None:
-                try:
-                    chunk = self.echo.process(chunk, speaking=self.playback.expect_audio)
-                except EdgeVoiceError as exc:
-                    log.error("echo canceller failed, listening to the raw microphone: %s", exc)
-                    self.errors.append(exc)
-                else:
-                    self._watch_near_end(chunk)
-            pending = np.concatenate([pending, chunk]) if len(pending) else chunk
-            while len(pending) >= FRAME:
-                frame, pending = pending[:FRAME], pending[FRAME:]
+            while self.mic.available() >= FRAME and not self._stop.is_set():
+                frame = self.mic.read(FRAME)
                 self.samples_in += FRAME
                 try:
                     self._on_frame(frame)
@@ -255,44 +246,18 @@ class VoiceLoop:
             self._speculated = self._spec_valid = True
             self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
 
-    def _watch_near_end(self, cleaned: FloatAudio) -> None:
-        """Fast barge-in through the echo canceller, 10 ms at a time. With the echo removed (60-70 dB here) the
-        cleaned microphone stays near silence while only the kiosk speaks, and rises within a few tens of
-        milliseconds of the visitor's first word, long before AEC3 lets the near end through in full (~200 ms).
-
-        The level alone cannot tell a word from a cough or a brief echo leak, so it only *pauses* the speaker; the
-        VAD then confirms within ``BARGE_IN_CONFIRM_S`` (the barge-in proper) or the reply resumes where it
-        stopped."""
-        playback = self.playback
-        if not self._replying.is_set() or self._cancel.is_set():
-            self._near = 0
-            if playback.paused and not self._replying.is_set():
-                playback.paused = False
-            return
-        if playback.paused:
-            self._paused_for += len(cleaned) / RATE
-            if self._paused_for >= BARGE_IN_CONFIRM_S:
-                log.info("barge-in not confirmed by the VAD: resuming the reply")
-                playback.paused = False
-                self._near = 0
-                self.false_barge_ins += 1
-            return
-        level = 10 * np.log10(float(np.mean(cleaned * cleaned)) + 1e-12)
-        self._near = self._near + 1 if level > self.barge_in_level_db else 0
-        if self._near >= BARGE_IN_NEAR_FRAMES:
-            playback.paused = True
-            self._paused_for = 0.0
-
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""
         self.barge_ins += 1
         self._cancel.set()
         self.playback.request_flush()
+        self._arm_gate(False)  # after the flush request: the gate lifts a pause only once the flush is done
         self.on_event("barge_in", self._current_turn, "")
         log.info("barge-in: output flushed, reply cancelled")
 
     # -- responder ------------------------------------------------------------------------------------------------
     def _respond(self) -> None:
+        lower_this_thread(self._compute_nice)
         while not self._stop.is_set():
             turn = self._turns.get()
             if turn is None:
@@ -301,6 +266,7 @@ class VoiceLoop:
             self._current_turn = turn.turn_id
             self._reply_samples = 0
             self._replying.set()
+            self._arm_gate(True)
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             try:
@@ -325,10 +291,15 @@ class VoiceLoop:
                     self.playback.wait_flushed(self._stop)  # so the count of samples played is final
                 played = self.playback.played - start if trace.cancelled else None
                 self.responder.commit(trace, played)
+                self._arm_gate(False)
                 self._replying.clear()
             self.responder.prefill_history()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
+
+    def _arm_gate(self, armed: bool) -> None:
+        if self.gate is not None:
+            self.gate.armed = armed
 
     def _emit_first(self, audio: FloatAudio) -> int:
         """From the first synthesized audio until the reply ends, the output must never run dry."""

@@ -28,6 +28,11 @@ class PlaybackControl:
     def request_flush(self) -> None:
         self._flush = True
 
+    @property
+    def flush_pending(self) -> bool:
+        """A flush was requested and the output callback has not carried it out yet."""
+        return self._flush
+
     paused = False
     """While True the speaker plays silence and the queued reply waits (a barge-in not yet confirmed)."""
 

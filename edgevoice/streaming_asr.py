@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio, Recognizer
+from edgevoice.priority import lower_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ class StreamingTranscriber:
         prompt: str = "",
         on_partial: Callable[[int, str], None] | None = None,
         on_speculation: Callable[[int, str], object] | None = None,
+        nice: int = 0,
     ) -> None:
+        """``nice``: how much to lower the worker thread's CPU priority (see :mod:`edgevoice.priority`)."""
+        self._nice = nice
         self.recognizer = recognizer
         self.prompt = prompt
         self.on_partial = on_partial or (lambda _turn, _text: None)
@@ -132,6 +136,7 @@ class StreamingTranscriber:
 
     # -- worker ---------------------------------------------------------------------------------------------------
     def _work(self) -> None:
+        lower_this_thread(self._nice)
         while True:
             job = self._jobs.get()
             if job is None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from edgevoice.capture import CaptureFrontEnd
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.endpointing import EndpointConfig
@@ -67,7 +68,9 @@ def rings() -> Iterator[tuple[SharedRing, SharedRing]]:
         yield mic, spk
 
 
-def make_loop(mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | None = None):  # type: ignore[no-untyped-def]
+def make_loop(  # type: ignore[no-untyped-def]
+    mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | None = None, *, barge_in_level_db=None
+):
     clock = ManualClock()
     responder = Responder(
         FakeRecognizer("Where is the cafe?", clock, seconds=0.0),
@@ -93,6 +96,7 @@ def make_loop(mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | N
         responder=responder,
         endpoint=EndpointConfig(),
         on_trace=on_trace,
+        barge_in_level_db=barge_in_level_db,
     )
     return loop, responder, traces, done
 
@@ -298,30 +302,29 @@ def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple
 class PassThroughEcho:
     """An echo path whose canceller passes the microphone through (the test supplies "cleaned" audio directly)."""
 
-    reference = None
-
     def process(self, frame: np.ndarray, *, speaking: bool) -> np.ndarray:
         return frame
-
-    def attenuation_db(self) -> float | None:
-        return None
 
 
 def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     clock = ManualClock()
     reply = "The cafe is upstairs next to the big window."
-    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock))
-    loop.echo = PassThroughEcho()  # type: ignore[assignment]
+    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock), barge_in_level_db=-40.0)
+    assert loop.gate is not None
+    capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
     with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        capture(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         deadline = time.monotonic() + 10
         while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
             time.sleep(0.01)
         # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
-        mic.write(np.concatenate([np.full(RATE // 2, 0.03, dtype=np.float32), silence(1.0)]))
+        capture(np.full(RATE // 2, 0.03, dtype=np.float32))
+        assert loop.playback.paused  # at once, by the capture path: the listener had no say
+        capture(silence(1.0))
         assert done.wait(20)
-    # the speaker paused at once, and the reply went on when the VAD heard no speech
+    # the reply went on when the VAD heard no speech
+    assert loop.gate.pauses == 1
     assert loop.false_barge_ins == 1
     assert loop.barge_ins == 0 and not traces[0].cancelled
     assert responder.history[1].content == traces[0].reply == reply

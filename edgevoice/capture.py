@@ -1,0 +1,148 @@
+"""The capture front end: what the microphone callback does with each buffer before anything listens to it.
+
+In the input device's callback (PortAudio's thread), 10 ms at a time:
+1. the echo canceller removes the kiosk's own voice (:class:`edgevoice.echo_path.EchoPath`, fed with the exact
+   playback);
+2. the :class:`NearEndGate` watches the cleaned level while the kiosk speaks and pauses the speaker the moment the
+   visitor starts talking over it (barge-in's fast path);
+3. the cleaned audio goes into the microphone ring, for the listener (VAD, endpointing, recognition).
+
+Why in the callback and not in the listener thread: the callback runs every 10-20 ms whatever the engines do, while
+the listener, sharing two cores and the GIL with whisper.cpp, llama.cpp and Piper, was measured up to 80-300 ms
+behind the microphone during replies. Cancellation and the gate cost about 0.2 ms per 10 ms (livekit 1.2.1; 0.7 ms
+with a busy Python thread beside it), well inside a 10 ms callback budget.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from edgevoice.echo_path import EchoPath
+from edgevoice.errors import EdgeVoiceError
+from edgevoice.interfaces import FloatAudio
+from edgevoice.playback import PlaybackControl
+from edgevoice.ring import SharedRing
+
+log = logging.getLogger(__name__)
+
+RATE = 16000
+FRAME = RATE // 100
+"""10 ms: the echo canceller's frame, and the gate's."""
+
+
+class NearEndGate:
+    """Pauses the speaker when the echo-cancelled microphone rises while the kiosk speaks.
+
+    With the echo removed (55-70 dB here) the cleaned microphone stays near silence while only the kiosk speaks and
+    rises within a few tens of milliseconds of the visitor's first word, long before AEC3 lets the near end through
+    in full (~200 ms). ``frames`` consecutive 10 ms frames above ``level_db``, or one frame ``strong_margin_db``
+    above it, pause the speaker. A level cannot tell a word from a cough or a door, so it only *pauses*: the
+    listener's VAD then confirms (the barge-in proper: flush and cancel) or, after ``confirm_s`` without
+    confirmation, the reply resumes where it stopped.
+
+    Fed from the capture callback only; the loop arms it while a reply plays (:attr:`armed`).
+    """
+
+    def __init__(
+        self,
+        playback: PlaybackControl,
+        *,
+        level_db: float = -40.0,
+        frames: int = 2,
+        strong_margin_db: float = 10.0,
+        confirm_s: float = 0.5,
+    ) -> None:
+        self.playback = playback
+        self.level_db = level_db
+        self.frames = frames
+        self.strong_db = level_db + strong_margin_db
+        self.confirm_s = confirm_s
+        self.armed = False
+        """Set by the loop while a reply is playing and not cancelled."""
+        self.pauses = 0
+        self.false_pauses = 0
+        """Pauses the VAD did not confirm (the reply resumed)."""
+        self.samples = 0
+        """10 ms frames fed so far, in samples: the gate's own clock (capture stream time)."""
+        self.paused_at: int | None = None
+        """Capture sample position (after cancellation) of the latest pause."""
+        self._loud = 0
+        self._paused_for = 0
+
+    def feed(self, cleaned: FloatAudio) -> None:
+        """One 10 ms frame of the echo-cancelled microphone."""
+        self.samples += len(cleaned)
+        playback = self.playback
+        if not self.armed:
+            self._loud = 0
+            if playback.paused and not playback.flush_pending:  # the reply ended while paused (a pending flush
+                playback.paused = False  # lifts the pause itself, after discarding the reply)
+            return
+        if playback.paused:
+            self._paused_for += len(cleaned)
+            if self._paused_for >= self.confirm_s * RATE:
+                log.info("barge-in not confirmed by the VAD: resuming the reply")
+                playback.paused = False
+                self._loud = 0
+                self.false_pauses += 1
+            return
+        level = 10 * np.log10(float(np.mean(cleaned * cleaned)) + 1e-12)
+        self._loud = self._loud + 1 if level > self.level_db else 0
+        if self._loud >= self.frames or level > self.strong_db:
+            playback.paused = True
+            self.pauses += 1
+            self.paused_at = self.samples
+            self._paused_for = 0
+
+
+class CaptureFrontEnd:
+    """The microphone sink: ``front_end(frames, t_adc)`` is what the input stream's callback calls.
+
+    Without an echo path (a headset kiosk) the audio goes to the ring as it came and there is no level gate:
+    barge-in then waits for the VAD."""
+
+    def __init__(
+        self,
+        mic: SharedRing,
+        echo: EchoPath | None = None,
+        gate: NearEndGate | None = None,
+        playback: PlaybackControl | None = None,
+    ) -> None:
+        self.mic = mic
+        self.echo = echo
+        self.gate = gate
+        self.playback = playback
+        self.failures = 0
+        """10 ms frames passed on uncancelled because the echo canceller failed."""
+        self.last_error: EdgeVoiceError | None = None
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    def __call__(self, frames: FloatAudio, _t_adc: float = 0.0) -> None:
+        if self.echo is None:
+            self.mic.write(frames)
+            return
+        pending = np.concatenate((self._pending, frames)) if len(self._pending) else frames
+        usable = len(pending) - len(pending) % FRAME
+        out = np.empty(usable, dtype=np.float32)
+        speaking = self.playback.expect_audio if self.playback is not None else False
+        for start in range(0, usable, FRAME):
+            frame = pending[start : start + FRAME]
+            out[start : start + FRAME] = cleaned = self._clean(frame, speaking)
+            if self.gate is not None:
+                self.gate.feed(cleaned)
+        self._pending = pending[usable:].copy()
+        if usable:
+            self.mic.write(out)
+
+    def _clean(self, frame: FloatAudio, speaking: bool) -> FloatAudio:
+        assert self.echo is not None
+        try:
+            return self.echo.process(frame, speaking=speaking)
+        except EdgeVoiceError as exc:
+            if self.failures == 0:  # once: this runs every 10 ms
+                log.error("echo canceller failed, passing the raw microphone on: %s", exc)
+            self.failures += 1
+            self.last_error = exc
+            return frame
