@@ -36,22 +36,34 @@ class ClauseChunker:
     whole sentences, or clauses once they have ``min_words`` words, or are cut after ``max_words`` words. A mark
     only counts when a space follows it, so "9.50", "10:30" and "1,200" stay whole; "e.g." and "a.m." are no
     sentence ends (see the abbreviation lists above). A line break ends a sentence.
+
+    ``feed(text, hurry=True)``: the speaker is about to run dry (little audio left queued), so the next piece is cut
+    at its first clause mark or after ``hurry_max_words`` words, rather than waiting for a long clause or the
+    sentence's end.
     """
 
-    def __init__(self, *, first_max_words: int = 6, min_words: int = 4, max_words: int = 20) -> None:
-        for key, value in (("first_max_words", first_max_words), ("min_words", min_words), ("max_words", max_words)):
+    def __init__(
+        self, *, first_max_words: int = 6, min_words: int = 4, max_words: int = 20, hurry_max_words: int = 4
+    ) -> None:
+        for key, value in (
+            ("first_max_words", first_max_words),
+            ("min_words", min_words),
+            ("max_words", max_words),
+            ("hurry_max_words", hurry_max_words),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 200:
                 raise ConfigError(f"{key} = {value!r}: must be a whole number between 1 and 200")
         if max_words < min_words:
             raise ConfigError(f"max_words = {max_words!r}: must be at least min_words ({min_words})")
         self.first_max_words, self.min_words, self.max_words = first_max_words, min_words, max_words
+        self.hurry_max_words = hurry_max_words
         self._pending = ""
         self._started = False  # whether the first piece of this reply has gone out
 
-    def feed(self, text: str) -> list[str]:
+    def feed(self, text: str, *, hurry: bool = False) -> list[str]:
         self._pending += text
         out: list[str] = []
-        while (cut := self._next_cut()) is not None:
+        while (cut := self._next_cut(hurry)) is not None:
             out.append(self._pending[:cut].strip())
             self._pending = self._pending[cut:].lstrip()
             self._started = True
@@ -66,8 +78,9 @@ class ClauseChunker:
     def pending(self) -> str:
         return self._pending
 
-    def _next_cut(self) -> int | None:
+    def _next_cut(self, hurry: bool = False) -> int | None:
         """Where the next piece ends in the pending text, or None until more text has come."""
+        early = hurry or not self._started
         words = 0
         text = self._pending
         for m in _TOKEN.finditer(text):
@@ -81,9 +94,9 @@ class ClauseChunker:
                 words += 1
             elif not words:
                 continue  # a piece needs a word: "..." or "—" alone is not one
-            if kind == "sentence" or (kind == "clause" and (not self._started or words >= self.min_words)):
+            if kind == "sentence" or (kind == "clause" and (early or words >= self.min_words)):
                 return end
-            limit = self.max_words if self._started else self.first_max_words
+            limit = self.max_words if not early else self.first_max_words if not self._started else self.hurry_max_words
             weak = token.lower().strip(_OPENERS + _CLOSERS) in _WEAK
             if words >= limit + _SLACK or (words >= limit and not weak):
                 return end

@@ -68,7 +68,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     engines, _ = load_engines(config, store)
     turn_model = load_turn_model(config, store)
     try:
-        assistant = Assistant(config, engines, clock=MonotonicClock())
+        assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()
         live = LiveAssistant(
             config,

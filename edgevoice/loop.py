@@ -274,7 +274,7 @@ class VoiceLoop:
                     turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
                 )
                 trace.speculative_transcript = self.asr.last_used_speculation
-                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first)
+                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first, queued_s=self._queued_s)
                 self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
                 self._wait_played()
             except EdgeVoiceError as exc:
@@ -296,6 +296,9 @@ class VoiceLoop:
             self.responder.prefill_history()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
+
+    def _queued_s(self) -> float:
+        return self.speaker.available() / self.responder.synthesizer.sample_rate
 
     def _arm_gate(self, armed: bool) -> None:
         if self.gate is not None:

@@ -45,7 +45,8 @@ class Engines:
 class Assistant:
     """One kiosk assistant on recorded speech: the engines, the cached prompt prefix and a conversation history."""
 
-    def __init__(self, config: Config, engines: Engines, *, clock: Clock | None = None) -> None:
+    def __init__(self, config: Config, engines: Engines, *, clock: Clock | None = None, live: bool = False) -> None:
+        """``live``: the replies are played as they are made (synthesis then runs beside the language model)."""
         self.config = config
         self.engines = engines
         self.clock = clock or MonotonicClock()
@@ -63,6 +64,7 @@ class Assistant:
             clock=self.clock,
             count_tokens=count,
             asr_prompt=config.asr.initial_prompt,
+            synthesis_thread=live,
         )
         self._turns = itertools.count(1)
 

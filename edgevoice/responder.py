@@ -21,11 +21,15 @@ from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation
 from edgevoice.speech_text import normalize_for_speech, speakable
+from edgevoice.synthesis_worker import SynthesisWorker
 
 log = logging.getLogger(__name__)
 
 FIRST_CLAUSE_WORDS = 6
 """The first piece of a reply goes to the synthesizer after at most this many words (time to first audio)."""
+HURRY_S = 1.5
+"""With less reply audio than this queued for playback, the next piece is cut as early as a first one: generating
+and synthesizing six words must finish before the speaker runs dry (an audible gap)."""
 
 
 @dataclass
@@ -75,8 +79,12 @@ class Responder:
         history_tokens: int = 600,
         count_tokens: Callable[[list[ChatMessage]], int] | None = None,
         asr_prompt: str = "",
+        synthesis_thread: bool = False,
     ) -> None:
+        """``synthesis_thread``: synthesize on a worker thread while the LLM goes on (the live loop, where audio
+        plays as it is made); otherwise clause by clause in the caller's thread (deterministic: offline replies)."""
         self.asr_prompt = asr_prompt
+        self.synthesis_thread = synthesis_thread
         self._llm_lock = threading.Lock()  # the language model serves one caller at a time
         self.recognizer, self.llm, self.synthesizer = recognizer, llm, synthesizer
         self.prefix = prefix
@@ -118,8 +126,12 @@ class Responder:
         trace: ReplyTrace,
         cancel: threading.Event,
         emit: Callable[[FloatAudio], int],
+        *,
+        queued_s: Callable[[], float] | None = None,
     ) -> ReplyTrace:
-        """Answer an already transcribed turn (the live loop transcribes while the visitor speaks)."""
+        """Answer an already transcribed turn (the live loop transcribes while the visitor speaks).
+
+        ``queued_s``: seconds of reply audio queued and not yet played; while it is short, pieces are cut early."""
         trace.transcript_done = self.clock.now()
         trace.transcript = transcript.text
         if transcript.is_empty or cancel.is_set():
@@ -127,7 +139,7 @@ class Responder:
             trace.done = self.clock.now()
             return trace
         with self._llm_lock:
-            return self._reply(transcript, trace, cancel, emit)
+            return self._reply(transcript, trace, cancel, emit, queued_s)
 
     def prefill_history(self) -> bool:
         """Put the conversation so far into the KV cache while the visitor listens, so the next turn's prefill
@@ -161,32 +173,48 @@ class Responder:
         trace: ReplyTrace,
         cancel: threading.Event,
         emit: Callable[[FloatAudio], int],
+        queued_s: Callable[[], float] | None,
     ) -> ReplyTrace:
         self.trim_history()
         messages = conversation(self.prefix, self.history, transcript.text)
         chunker = ClauseChunker(first_max_words=FIRST_CLAUSE_WORDS)
         sentences_spoken = 0
         stream = self.llm.stream_reply(messages, max_tokens=self.max_tokens)
-        position = None
+        position: list[int | None] = [None]
+
+        def speak(clause: str) -> None:
+            position[0] = self._speak(clause, trace, cancel, emit, position[0])
+
+        worker = SynthesisWorker(speak, cancel) if self.synthesis_thread else None
+        say = worker.put if worker is not None else speak
         try:
             for piece in stream:
                 if trace.first_token is None:
                     trace.first_token = self.clock.now()
+                import time as _t
+
+                with open("/tmp/ev_under.log", "a") as f:
+                    f.write(f"{_t.perf_counter():.3f} TOK {piece!r}\n")
                 if cancel.is_set():
                     break
-                for clause in chunker.feed(piece):
-                    position = self._speak(clause, trace, cancel, emit, position)
+                hurry = queued_s is not None and trace.first_clause is not None and queued_s() < HURRY_S
+                for clause in chunker.feed(piece, hurry=hurry):
+                    self._clause_ready(trace)
+                    say(clause)
                     sentences_spoken += clause.rstrip().endswith((".", "!", "?"))
                 if sentences_spoken >= self.max_sentences or "```" in chunker.pending or cancel.is_set():
                     break
             else:
                 tail = chunker.flush()
                 if tail and sentences_spoken < self.max_sentences and not cancel.is_set():
-                    position = self._speak(tail, trace, cancel, emit, position)
+                    self._clause_ready(trace)
+                    say(tail)
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+            if worker is not None:
+                worker.finish()
         trace.cancelled = cancel.is_set()
         trace.reply = " ".join(c.text for c in trace.clauses)
         trace.done = self.clock.now()
@@ -203,11 +231,15 @@ class Responder:
         text = speakable(clause, max_sentences=self.max_sentences)
         if not text or cancel.is_set():
             return position
-        if trace.first_clause is None:
-            trace.first_clause = self.clock.now()
         start = position
         t = self.clock.now()
+        import time as _t
+
+        with open("/tmp/ev_under.log", "a") as f:
+            f.write(f"{_t.perf_counter():.3f} SYNTH {text!r}\n")
         for chunk in self.synthesizer.synthesize(normalize_for_speech(text)):
+            with open("/tmp/ev_under.log", "a") as f:
+                f.write(f"{_t.perf_counter():.3f} CHUNK {len(chunk) / 22050:.2f}s\n")
             trace.synthesis_s += self.clock.now() - t
             if cancel.is_set():
                 break
@@ -223,6 +255,10 @@ class Responder:
         if start is not None and position is not None and position > start:
             trace.clauses.append(SpokenClause(text, start, position))
         return position
+
+    def _clause_ready(self, trace: ReplyTrace) -> None:
+        if trace.first_clause is None:
+            trace.first_clause = self.clock.now()
 
     def commit(self, trace: ReplyTrace, played_until: int | None) -> str:
         """Add the exchange to the history, keeping only what was played before ``played_until`` (barge-in).

@@ -147,3 +147,15 @@ def test_settings() -> None:
     ):
         with pytest.raises(ConfigError, match=key):
             ClauseChunker(**kwargs)  # type: ignore[arg-type]
+
+
+def test_in_a_hurry_later_pieces_are_cut_as_early_as_a_first_one() -> None:
+    tokens = ["Yes", ",", " there", " is", " a", " cafe", " in", " the", " Lighthouse", " wing", " upstairs", "."]
+    relaxed = ClauseChunker()
+    assert run(relaxed, tokens) == [(2, "Yes,"), (FLUSH, "there is a cafe in the Lighthouse wing upstairs.")]
+    hurried = ClauseChunker()
+    pieces = [(0, p) for p in hurried.feed(tokens[0])] + [(1, p) for p in hurried.feed(tokens[1])]
+    for i, token in enumerate(tokens[2:], 2):  # the speaker is running dry: "Yes," is a short piece
+        pieces += [(i, p) for p in hurried.feed(token, hurry=True)]
+    pieces.append((FLUSH, hurried.flush()))
+    assert pieces == [(2, "Yes,"), (6, "there is a cafe"), (10, "in the Lighthouse wing"), (FLUSH, "upstairs.")]
