@@ -191,10 +191,6 @@ class Responder:
             for piece in stream:
                 if trace.first_token is None:
                     trace.first_token = self.clock.now()
-                import time as _t
-
-                with open("/tmp/ev_under.log", "a") as f:
-                    f.write(f"{_t.perf_counter():.3f} TOK {piece!r}\n")
                 if cancel.is_set():
                     break
                 hurry = queued_s is not None and trace.first_clause is not None and queued_s() < HURRY_S
@@ -233,13 +229,7 @@ class Responder:
             return position
         start = position
         t = self.clock.now()
-        import time as _t
-
-        with open("/tmp/ev_under.log", "a") as f:
-            f.write(f"{_t.perf_counter():.3f} SYNTH {text!r}\n")
         for chunk in self.synthesizer.synthesize(normalize_for_speech(text)):
-            with open("/tmp/ev_under.log", "a") as f:
-                f.write(f"{_t.perf_counter():.3f} CHUNK {len(chunk) / 22050:.2f}s\n")
             trace.synthesis_s += self.clock.now() - t
             if cancel.is_set():
                 break
