@@ -304,6 +304,7 @@ class OutputStream(_Stream):
         self._timing: OutputTiming | None = None
         self._anchor = SampleAnchor(source_rate)
         self._fifo = np.zeros(0, np.float32)
+        self._callback_start = 0.0
         self._open(device, rate, frame_ms, sample_format, channels)
         self._pull_block = max(1, round(source_rate * frame_ms / 1000))
         self._resampler = (
@@ -347,6 +348,11 @@ class OutputStream(_Stream):
         """Samples the source returned that reached the DAC by time ``at`` (of a reply: how much was heard)."""
         return self._log.real_before(self.played(at))
 
+    def pulled_time_of_real(self, real_index: int) -> float | None:
+        """When the ``real_index``-th sample the source returned was pulled: handed to the device by a callback
+        (None if not pulled yet or forgotten)."""
+        return self._log.time_of_real(real_index)
+
     def dac_time_of_real(self, real_index: int) -> float | None:
         """When the ``real_index``-th sample the source returned reaches the DAC (None if not pulled yet or
         forgotten: only the last 4096 pulls are kept)."""
@@ -357,7 +363,7 @@ class OutputStream(_Stream):
         got = np.asarray(self._source(n), dtype=np.float32).reshape(-1)
         if len(got) > n:
             raise ValueError(f"audio source returned {len(got)} samples for a request of {n}")
-        self._log.add(n, len(got))
+        self._log.add(n, len(got), self._callback_start)
         return got if len(got) == n else np.concatenate((got, np.zeros(n - len(got), np.float32)))
 
     def _render(self, n: int) -> FloatAudio:
@@ -379,6 +385,7 @@ class OutputStream(_Stream):
         try:
             if status & _OUTPUT_UNDERFLOW:
                 self._xruns += 1
+            self._callback_start = start
             dac, now = time_info["output_buffer_dac_time"], time_info["current_time"]
             dac_time = start + (dac - now) if dac > 0 else start + self.latency
             self._timing = OutputTiming(self._device_frames, dac_time, start)

@@ -75,6 +75,7 @@ class _Pull:
     start: int  # source index of the pull's first sample
     real_before: int  # real (not padded) samples pulled before it
     real: int  # real samples at the head of this pull
+    t: float  # when it was pulled (the callback's start)
 
 
 class PullLog:
@@ -89,11 +90,12 @@ class PullLog:
         self._pulls: deque[_Pull] = deque(maxlen=_PULL_LOG)
         self._lock = threading.Lock()
 
-    def add(self, n: int, real: int) -> None:
-        """A pull of ``n`` samples of which the source returned the first ``real`` (the rest is padding)."""
+    def add(self, n: int, real: int, t: float = 0.0) -> None:
+        """A pull of ``n`` samples at time ``t`` of which the source returned the first ``real`` (the rest is
+        padding)."""
         if real:
             with self._lock:
-                self._pulls.append(_Pull(self.pulled, self.real, real))
+                self._pulls.append(_Pull(self.pulled, self.real, real, t))
         self.pulled += n
         self.real += real
 
@@ -108,9 +110,18 @@ class PullLog:
 
     def index_of_real(self, real_index: int) -> int | None:
         """The source index of the ``real_index``-th real sample (None if not pulled yet or forgotten)."""
+        pull = self._pull_of_real(real_index)
+        return None if pull is None else pull.start + real_index - pull.real_before
+
+    def time_of_real(self, real_index: int) -> float | None:
+        """When the ``real_index``-th real sample was pulled (None if not pulled yet or forgotten)."""
+        pull = self._pull_of_real(real_index)
+        return None if pull is None else pull.t
+
+    def _pull_of_real(self, real_index: int) -> _Pull | None:
         with self._lock:
             pulls = list(self._pulls)
         for pull in reversed(pulls):
             if pull.real_before <= real_index < pull.real_before + pull.real:
-                return pull.start + real_index - pull.real_before
+                return pull
         return None

@@ -19,6 +19,7 @@ import logging
 
 import numpy as np
 
+from edgevoice.audio_timing import SampleAnchor
 from edgevoice.echo_path import EchoPath
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.interfaces import FloatAudio
@@ -101,7 +102,11 @@ class CaptureFrontEnd:
     """The microphone sink: ``front_end(frames, t_adc)`` is what the input stream's callback calls.
 
     Without an echo path (a headset kiosk) the audio goes to the ring as it came and there is no level gate:
-    barge-in then waits for the VAD."""
+    barge-in then waits for the VAD.
+
+    It also dates the ring's samples: :meth:`adc_time_of` gives the capture (ADC) time of any ring sample, from the
+    callbacks' ``t_adc`` and the canceller's known delay; the samples keep their numbering when a stream is
+    reopened (call :meth:`resync` then)."""
 
     def __init__(
         self,
@@ -118,8 +123,21 @@ class CaptureFrontEnd:
         """10 ms frames passed on uncancelled because the echo canceller failed."""
         self.last_error: EdgeVoiceError | None = None
         self._pending = np.zeros(0, dtype=np.float32)
+        self._received = 0
+        self._anchor = SampleAnchor(RATE)
+        self._delay = echo.delay if echo is not None else 0
 
-    def __call__(self, frames: FloatAudio, _t_adc: float = 0.0) -> None:
+    def adc_time_of(self, ring_index: float) -> float | None:
+        """When ring sample ``ring_index`` (counted from the ring's first sample) was captured; None before any."""
+        return self._anchor.time_of(ring_index - self._delay)
+
+    def resync(self) -> None:
+        """A new input stream: forget the old stream's timing (its ADC times do not continue the new one's)."""
+        self._anchor = SampleAnchor(RATE)
+
+    def __call__(self, frames: FloatAudio, t_adc: float = 0.0) -> None:
+        self._anchor.add(t_adc, self._received)
+        self._received += len(frames)
         if self.echo is None:
             self.mic.write(frames)
             return

@@ -53,6 +53,11 @@ class EchoPath:
             self.energy_out += float(np.dot(cleaned, cleaned))
         return cleaned
 
+    @property
+    def delay(self) -> int:
+        """Samples by which :meth:`process`'s output lags its input (the canceller's framing)."""
+        return self.canceller.capture_delay
+
     def attenuation_db(self) -> float | None:
         """How much quieter the microphone signal became while the kiosk spoke (echo return loss enhancement when
         only the echo was heard); None before any reply."""

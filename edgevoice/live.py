@@ -24,6 +24,7 @@ from edgevoice.loop import RATE, Turn, VoiceLoop
 from edgevoice.pipeline import Engines
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
+from edgevoice.trace import TurnTimeline, speech_end_index
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class LiveAssistant:
         turn_model: EndOfTurn,
         responder: Responder,
         *,
-        on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
+        on_trace: Callable[[ReplyTrace, Turn, TurnTimeline], None] | None = None,
         on_event: Callable[[str, int, str], None] | None = None,
     ) -> None:
         self.config = config
@@ -106,7 +107,9 @@ class LiveAssistant:
             turn_model=turn_model,
             responder=responder,
             endpoint=endpoint_config(config),
-            on_trace=on_trace,
+            on_trace=None
+            if on_trace is None
+            else lambda trace, turn: on_trace(trace, turn, self.timeline(trace, turn)),
             on_event=on_event,
             reference=self.reference,
             barge_in_level_db=config.audio.barge_in_level_db if echo is not None else None,
@@ -115,6 +118,8 @@ class LiveAssistant:
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None
         self.output: OutputStream | None = None
+        self._played_base = 0
+        """Playback position at which the current output stream started (its real sample 0)."""
         self.reopened = 0
         self._closed = False
 
@@ -133,6 +138,7 @@ class LiveAssistant:
 
     def _open_output(self) -> OutputStream:
         a = self.config.audio
+        self._played_base = self.loop.playback.played  # nothing is pulled before start()
         stream = OutputStream(
             self.loop.playback.pull,
             source_rate=self.out_rate,
@@ -162,11 +168,37 @@ class LiveAssistant:
                 if stream is not None:
                     stream.close()
                 try:
+                    if kind == "input":
+                        self.capture.resync()
                     setattr(self, kind, self._open_input() if kind == "input" else self._open_output())
                     self.reopened += 1
                 except AudioDeviceError as exc:
                     setattr(self, kind, None)
                     log.warning("cannot reopen the %s stream yet: %s", kind, exc)
+
+    def timeline(self, trace: ReplyTrace, turn: Turn) -> TurnTimeline:
+        """The turn's marks on the perf_counter scale (see :mod:`edgevoice.trace`), from the loop's trace and the
+        devices' sample clocks. Call once the reply has been played (the loop's ``on_trace`` does)."""
+        end = speech_end_index(turn.audio, RATE)
+        handed = played = None
+        output = self.output
+        if trace.clauses and trace.stream_start is not None and output is not None:
+            real = trace.stream_start + trace.clauses[0].start_sample - self._played_base
+            if real >= 0:
+                handed, played = output.pulled_time_of_real(real), output.dac_time_of_real(real)
+        return TurnTimeline(
+            turn.turn_id,
+            speech_end=None if end is None else self.capture.adc_time_of(turn.start_index + end),
+            endpoint_audio=self.capture.adc_time_of(turn.start_index + len(turn.audio)),
+            endpoint=turn.committed_wall,
+            transcript=trace.transcript_done,
+            first_token=trace.first_token,
+            first_clause=trace.first_clause,
+            first_audio=trace.first_audio,
+            first_queued=trace.first_sample_queued,
+            first_handed=handed,
+            first_played=played,
+        )
 
     def xruns(self) -> XrunReport:
         mic, spk = self.mic.stats(), self.speaker.stats()

@@ -17,14 +17,14 @@ from edgevoice.live import LiveAssistant
 from edgevoice.loop import Turn
 from edgevoice.pipeline import Assistant, trace_stages
 from edgevoice.responder import ReplyTrace
+from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
 
 
-def turn_record(trace: ReplyTrace, turn: Turn, sample_rate: int) -> dict[str, object]:
-    """One structured record per turn: what was said, and the time each stage took (ms)."""
-    stages = {k: round(v * 1000, 1) for k, v in trace_stages(trace).items()}
-    stages["endpoint_wait"] = round((turn.committed_t - turn.speech_end_t) * 1000, 1)
+def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_rate: int) -> dict[str, object]:
+    """One structured record per turn: what was said, the time each stage took and voice-to-voice (ms, see
+    :mod:`edgevoice.trace`), and the language model's and synthesizer's totals (``reply_ms``)."""
     return {
         "event": "turn",
         "turn": trace.turn_id,
@@ -37,7 +37,9 @@ def turn_record(trace: ReplyTrace, turn: Turn, sample_rate: int) -> dict[str, ob
         "reply_seconds": round(sum(c.end_sample - c.start_sample for c in trace.clauses) / sample_rate, 3),
         "speech_end_s": round(turn.speech_end_t, 3),
         "committed_s": round(turn.committed_t, 3),
-        "stages_ms": stages,
+        "underruns": trace.underruns,
+        **timeline.record(),
+        "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
     }
 
 
@@ -48,9 +50,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         elif record["event"] in ("speaking", "partial"):
             return
         elif record["event"] == "turn":
-            print(
-                f"Visitor:   {record['transcript']}\\nAssistant: {record['reply']}  {record['stages_ms']}", flush=True
-            )
+            print(f"Visitor:   {record['transcript']}", flush=True)
+            print(f"Assistant: {record['reply']}", flush=True)
+            print(f"  voice-to-voice {record['voice_to_voice_ms']} ms, stages {record['stages_ms']}", flush=True)
         else:
             print(
                 f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"), flush=True
@@ -75,7 +77,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             engines,
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
-            on_trace=lambda trace, turn: emit(turn_record(trace, turn, engines.synthesizer.sample_rate)),
+            on_trace=lambda trace, turn, timeline: emit(
+                turn_record(trace, turn, timeline, engines.synthesizer.sample_rate)
+            ),
             on_event=lambda name, turn_id, text: emit(
                 {"event": name, "turn": turn_id} | ({"text": text} if text else {})
             ),

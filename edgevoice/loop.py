@@ -56,6 +56,9 @@ class Turn:
     """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
     speculation_valid: bool = False
     """The tail was already decoded when the visitor fell silent, and nothing was said since."""
+    start_index: int = 0
+    """Microphone-ring index of ``audio[0]``; the turn's audio ends at ring index ``start_index + len(audio)``,
+    the last sample the endpointer had heard when it committed."""
 
 
 class VoiceLoop:
@@ -124,6 +127,7 @@ class VoiceLoop:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
+        self.asr.start()
         for name, target in (("listener", self._listen), ("responder", self._respond)):
             thread = threading.Thread(target=target, name=f"edgevoice-{name}", daemon=False)
             thread.start()
@@ -223,6 +227,7 @@ class VoiceLoop:
                         event.reason,
                         tail,
                         speculation_valid=self._spec_valid,
+                        start_index=self.samples_in - len(audio),
                     )
                 )
                 self._turn = None
@@ -269,6 +274,8 @@ class VoiceLoop:
             self._arm_gate(True)
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
+            trace.stream_start = start
+            underruns = self.speaker.stats().underrun_events
             try:
                 transcript = self.asr.finish(
                     turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
@@ -287,6 +294,7 @@ class VoiceLoop:
             finally:
                 self.playback.expect_audio = False
                 trace.cancelled = self._cancel.is_set()
+                trace.underruns = self.speaker.stats().underrun_events - underruns
                 if trace.cancelled:
                     self.playback.wait_flushed(self._stop)  # so the count of samples played is final
                 played = self.playback.played - start if trace.cancelled else None

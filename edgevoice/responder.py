@@ -61,6 +61,10 @@ class ReplyTrace:
     synthesis_s: float = 0.0
     """Time spent inside the synthesizer."""
     clauses: list[SpokenClause] = field(default_factory=list)
+    stream_start: int | None = None
+    """Playback-stream position of the reply's sample 0 (clauses count from there); None outside the live loop."""
+    underruns: int = 0
+    """Times the speaker ran dry while this reply played."""
 
 
 class Responder:

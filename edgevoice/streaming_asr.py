@@ -64,7 +64,6 @@ class StreamingTranscriber:
         self._turn: _TurnState | None = None
         self._lock = threading.Lock()  # the recognizer runs one decode at a time: worker or finish()
         self._worker = threading.Thread(target=self._work, name="edgevoice-asr", daemon=False)
-        self._worker.start()
         self.partials = 0
         self.segments_decoded = 0
         self.speculations_used = 0
@@ -181,6 +180,11 @@ class StreamingTranscriber:
             job.turn.pending -= 1
             job.turn.done.notify_all()
 
+    def start(self) -> None:
+        """Start the worker thread (owned: :meth:`close` joins it)."""
+        self._worker.start()
+
     def close(self, timeout: float = 2.0) -> None:
         self._jobs.put(None)
-        self._worker.join(timeout)
+        if self._worker.is_alive():
+            self._worker.join(timeout)

@@ -28,6 +28,8 @@ def level(db: float, n: int = FRAME) -> np.ndarray:
 class HalvingEcho:
     """Stands in for the echo path: halves the signal and records which frames it saw."""
 
+    delay = 128
+
     def __init__(self, fail_after: int | None = None) -> None:
         self.frames: list[int] = []
         self.fail_after = fail_after
@@ -134,3 +136,17 @@ def test_a_pause_is_lifted_by_the_flush_not_before_it(rings: tuple[SharedRing, S
     gate.armed = False
     gate.feed(level(-60))
     assert not playback.paused
+
+
+def test_ring_samples_are_dated_by_their_capture_time_less_the_cancellers_delay(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, _ = rings
+    front = CaptureFrontEnd(mic, HalvingEcho())  # type: ignore[arg-type]
+    assert front.adc_time_of(0) is None
+    for k in range(10):  # 10 ms buffers captured at 100.000 s, 100.010 s, ... (a little jitter)
+        front(np.zeros(FRAME, np.float32), 100.0 + k * 0.01 + (0.002 if k % 3 == 0 else 0.0))
+    # ring sample 1600 is the canceller's output for input sample 1600 - 128, captured at 100 + 1472 / 16000 s
+    assert front.adc_time_of(1600) == pytest.approx(100.0 + 1472 / 16000, abs=1e-9)
+    front.resync()  # a reopened stream: its times start afresh
+    assert front.adc_time_of(1600) is None

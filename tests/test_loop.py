@@ -302,6 +302,8 @@ def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple
 class PassThroughEcho:
     """An echo path whose canceller passes the microphone through (the test supplies "cleaned" audio directly)."""
 
+    delay = 0
+
     def process(self, frame: np.ndarray, *, speaking: bool) -> np.ndarray:
         return frame
 
