@@ -122,6 +122,30 @@ class KioskConfig:
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
 
 
+def _check_listen(key: str, value: str) -> None:
+    if value:
+        from edgevoice.metrics import parse_listen
+
+        try:
+            parse_listen(value)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("metrics.listen", key, 1)) from None
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    listen: str = field(default="", metadata={"check": _check_listen})
+    """Serve Prometheus metrics on "127.0.0.1:PORT" / "[::1]:PORT" (loopback only) or "unix:/path"; empty: off."""
+    textfile: str = ""
+    """Or write them to this file after every turn, for node_exporter's textfile collector; empty: off."""
+
+
+@dataclass(frozen=True)
+class SelftestConfig:
+    budget_ms: float = field(default=500.0, metadata=_rng(50.0, 10000.0))
+    """`edgevoice selftest` fails when the p95 voice-to-voice latency exceeds this."""
+
+
 @dataclass(frozen=True)
 class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
@@ -132,6 +156,8 @@ class Config:
     audio: AudioConfig = field(default_factory=AudioConfig)
     endpointing: EndpointingConfig = field(default_factory=EndpointingConfig)
     kiosk: KioskConfig = field(default_factory=KioskConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    selftest: SelftestConfig = field(default_factory=SelftestConfig)
     source: str = field(default="<defaults>", compare=False)
 
     def knowledge_text(self) -> str:
@@ -209,6 +235,8 @@ def _check_value(key: str, value: object, hint: object, meta: types.MappingProxy
     elif hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key} = {value!r}: must be a string")
+        if "check" in meta:
+            meta["check"](key, value)
         return value
     if "range" in meta:
         lo, hi = meta["range"]

@@ -15,6 +15,7 @@ from edgevoice.config import Config
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.live import LiveAssistant
 from edgevoice.loop import Turn
+from edgevoice.metrics import Metrics, MetricsExporter
 from edgevoice.pipeline import Assistant, trace_stages
 from edgevoice.responder import ReplyTrace
 from edgevoice.trace import TurnTimeline
@@ -43,6 +44,14 @@ def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_ra
     }
 
 
+def start_metrics(config: Config) -> MetricsExporter | None:
+    """The configured metrics exporter (``[metrics]``), or None when metrics are off."""
+    m = config.metrics
+    if not m.listen and not m.textfile:
+        return None
+    return MetricsExporter(Metrics(), listen=m.listen, textfile=m.textfile)
+
+
 def run_live(config: Config, *, json_lines: bool = False) -> int:
     def emit(record: dict[str, object]) -> None:
         if json_lines:
@@ -69,6 +78,14 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     store = model_store(config)
     engines, _ = load_engines(config, store)
     turn_model = load_turn_model(config, store)
+    exporter = start_metrics(config)
+
+    def on_trace(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline) -> None:
+        emit(turn_record(trace, turn, timeline, engines.synthesizer.sample_rate))
+        if exporter is not None:
+            exporter.metrics.observe(timeline, cancelled=trace.cancelled, underruns=trace.underruns)
+            exporter.update()
+
     try:
         assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()
@@ -77,9 +94,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             engines,
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
-            on_trace=lambda trace, turn, timeline: emit(
-                turn_record(trace, turn, timeline, engines.synthesizer.sample_rate)
-            ),
+            on_trace=on_trace,
             on_event=lambda name, turn_id, text: emit(
                 {"event": name, "turn": turn_id} | ({"text": text} if text else {})
             ),
@@ -94,6 +109,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     finally:
         getattr(turn_model, "close", lambda: None)()
         engines.close()
+        if exporter is not None:
+            exporter.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     errors = live.loop.errors

@@ -1,0 +1,167 @@
+"""Prometheus metrics: a histogram per latency stage and for voice-to-voice, and turn counters.
+
+Off by default. ``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix
+socket (``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``);
+``[metrics] textfile`` rewrites a file for node_exporter's textfile collector after every turn instead (atomically:
+written beside it, then renamed). A metrics failure (socket taken, disk full, read-only file system) is logged and
+costs nothing else. Uses ``prometheus_client``, imported only when metrics are on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+
+from edgevoice.errors import ConfigError
+from edgevoice.trace import STAGE_NAMES, TurnTimeline
+
+log = logging.getLogger(__name__)
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+LOOPBACK = ("127.", "::1", "localhost", "[::1]")
+
+
+def parse_listen(value: str) -> tuple[str, str | int]:
+    """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port) for a loopback host only."""
+    if value.startswith("unix:"):
+        path = value[5:]
+        if not path.startswith("/"):
+            raise ConfigError(f"metrics.listen = {value!r}: a Unix socket needs an absolute path")
+        return "unix", path
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"metrics.listen = {value!r}: must be 'HOST:PORT' (loopback) or 'unix:/path'")
+    if not host.startswith(LOOPBACK):
+        raise ConfigError(
+            f"metrics.listen = {value!r}: metrics are served on loopback only (127.0.0.1 or ::1), or on a Unix "
+            "socket; use a reverse proxy or node_exporter's textfile collector to publish them"
+        )
+    return host.strip("[]"), int(port)
+
+
+class Metrics:
+    """The appliance's metrics in their own registry (nothing global)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry()
+        self.stage_seconds = Histogram(
+            "edgevoice_stage_seconds",
+            "Time spent in each latency stage of a turn (see edgevoice.trace).",
+            ["stage"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.voice_to_voice_seconds = Histogram(
+            "edgevoice_voice_to_voice_seconds",
+            "End of the visitor's speech to the first reply sample played.",
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.turns = Counter("edgevoice_turns", "Turns answered.", ["outcome"], registry=self.registry)
+        self.underruns = Counter(
+            "edgevoice_output_underruns", "Times the speaker ran dry during a reply.", registry=self.registry
+        )
+        for stage in STAGE_NAMES:  # every series exists from the start, at zero
+            self.stage_seconds.labels(stage=stage)
+        for outcome in ("answered", "cancelled", "empty"):
+            self.turns.labels(outcome=outcome)
+
+    def observe(self, timeline: TurnTimeline, *, cancelled: bool = False, underruns: int = 0) -> None:
+        for stage, seconds in timeline.stages().items():
+            self.stage_seconds.labels(stage=stage).observe(max(0.0, seconds))
+        total = timeline.voice_to_voice()
+        if total is not None:
+            self.voice_to_voice_seconds.observe(max(0.0, total))
+        outcome = "cancelled" if cancelled else "answered" if timeline.first_played is not None else "empty"
+        self.turns.labels(outcome=outcome).inc()
+        self.underruns.inc(underruns)
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(self.registry))
+
+
+class MetricsExporter:
+    """Publishes :class:`Metrics` as configured; :meth:`close` stops the server. Never raises after start-up."""
+
+    def __init__(self, metrics: Metrics, *, listen: str = "", textfile: str = "") -> None:
+        self.metrics = metrics
+        self.textfile = Path(textfile) if textfile else None
+        self._server: socketserver.BaseServer | None = None
+        self._thread: threading.Thread | None = None
+        self._unix_path: str | None = None
+        if listen:
+            self._serve(*parse_listen(listen))
+
+    def _serve(self, host: str, port: str | int) -> None:
+        from prometheus_client.exposition import MetricsHandler
+
+        handler: Any = MetricsHandler.factory(self.metrics.registry)
+        try:
+            if host == "unix":
+                path = str(port)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # a stale socket from a previous run
+                server: socketserver.BaseServer = _UnixHTTPServer(path, handler)
+                self._unix_path = path
+            else:
+                server = _TCPHTTPServer((host, int(port)), handler)
+        except OSError as exc:
+            log.warning("metrics: cannot listen on %s:%s (%s); metrics are not served", host, port, exc)
+            return
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="edgevoice-metrics", daemon=True)
+        self._thread.start()
+        log.info("metrics served on %s", f"unix:{port}" if host == "unix" else f"{host}:{port}")
+
+    def update(self) -> None:
+        """After a turn: rewrite the textfile (if configured)."""
+        if self.textfile is None:
+            return
+        tmp = self.textfile.with_name(f".{self.textfile.name}.tmp")
+        try:
+            tmp.write_bytes(self.metrics.exposition())
+            tmp.replace(self.textfile)
+        except OSError as exc:  # disk full, read-only: the kiosk goes on answering
+            log.warning("metrics: cannot write %s: %s", self.textfile, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        if self._unix_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._unix_path)
+
+
+class _TCPHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any) -> None:
+        import socket
+
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self) -> tuple[Any, Any]:
+        request, _ = super().get_request()
+        return request, ("unix", 0)  # http.server expects a (host, port) client address
