@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.pulse import PulseServer
+from edgevoice.pulse import PulseServer
 
 
 def pulse_available() -> str | None:

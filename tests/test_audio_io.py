@@ -17,8 +17,8 @@ import soxr
 
 from edgevoice.audio_io import InputStream, OutputStream, SampleFormat, list_devices
 from edgevoice.errors import AudioDeviceError
+from edgevoice.pulse import PulseServer
 from tests import conftest_audio
-from tests.pulse import PulseServer
 
 pytest.importorskip("pyaudio")
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from edgevoice.pipeline import Engines
+from edgevoice.pulse import PulseServer
 from tests.conftest import wer
-from tests.pulse import PulseServer
 
 pytestmark = pytest.mark.models
 
