@@ -123,6 +123,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from edgevoice.bench.cli import add_bench_parser
     from edgevoice.models.cli import add_models_parser
 
     parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config")
     p.set_defaults(handler=_cmd_config)
 
+    add_bench_parser(sub)
     add_models_parser(sub)
     return parser
 

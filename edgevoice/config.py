@@ -118,8 +118,24 @@ class KioskConfig:
     persona: str = SAMPLE_PERSONA
     knowledge: str = SAMPLE_KNOWLEDGE
     knowledge_file: str = ""
-    """A text or Markdown file of venue facts; when set it replaces ``knowledge``."""
+    """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
+    ``knowledge``."""
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
+    grounding_threshold: float = field(default=0.5, metadata=_rng(0.0, 1.0))
+    """A question whose words the best knowledge entry covers less than this (idf-weighted share) is answered "I
+    don't know" without asking the language model; 0 turns the gate off."""
+    knowledge_budget_tokens: int = field(default=1000, metadata=_rng(50, 16384))
+    """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
+    ``retrieve_entries`` entries that match it best."""
+    retrieve_entries: int = field(default=4, metadata=_rng(1, 20))
+    hint_entries: int = field(default=0, metadata=_rng(0, 20))
+    """With the whole knowledge in the prompt, also put this many best-matching entries right before each question
+    (a small model then copies the fact instead of searching for it); 0: none."""
+    venue_examples: int = field(default=0, metadata=_rng(0, 10))
+    """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
+    prompt, before the "I don't know" example."""
+    vocabulary_prompt: bool = True
+    """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge."""
 
 
 def _check_listen(key: str, value: str) -> None:

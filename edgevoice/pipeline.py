@@ -16,7 +16,7 @@ from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
-from edgevoice.kiosk.prompt import prefix_messages
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.vad import speech_segments
 
@@ -50,20 +50,19 @@ class Assistant:
         self.config = config
         self.engines = engines
         self.clock = clock or MonotonicClock()
-        self.prefix = prefix_messages(
-            config.kiosk.persona, config.knowledge_text(), max_sentences=config.kiosk.max_sentences
-        )
+        self.kiosk = Kiosk.from_config(config)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
+        self.prefix = self.kiosk.prefix
         count = getattr(engines.llm, "count_tokens", None)
         self.responder = Responder(
             engines.recognizer,
-            engines.llm,
+            self.kiosk.grounded(engines.llm),
             engines.synthesizer,
             self.prefix,
             max_tokens=config.llm.max_tokens,
             max_sentences=config.kiosk.max_sentences,
             clock=self.clock,
             count_tokens=count,
-            asr_prompt=config.asr.initial_prompt,
+            asr_prompt=self.kiosk.asr_prompt(config.asr.initial_prompt),
             synthesis_thread=live,
         )
         self._turns = itertools.count(1)

@@ -1,0 +1,1 @@
+"""Benchmarks run by ``edgevoice bench``: the conversation-quality benchmark (``--quality``)."""

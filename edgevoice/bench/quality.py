@@ -1,0 +1,476 @@
+"""``edgevoice bench --quality``: how well the kiosk hears, answers and speaks, on questions about the sample venue.
+
+1. Every question (:mod:`edgevoice.bench.quality_set`) is spoken by every voice (:mod:`edgevoice.bench.audio_set`),
+   clean and with pink noise at 20 and 10 dB SNR, framed by pauses.
+2. **Recognition**: voice activity detection, then each recognizer, with the venue-vocabulary prompt the kiosk uses
+   and (for the default recognizer) without it: word error rate per condition, and how many of the venue's names
+   in the questions came out right.
+3. **Answers**: each language model answers the question text and every transcript of the default recognizer,
+   through the kiosk's own path (grounding gate, cached prefix, clause chunker, speakable text): the share of
+   right facts, of honest "I don't know" outside the knowledge, and the length of the replies.
+4. **Round trip**: every distinct reply, normalized and spoken by the kiosk's voice, transcribed again.
+5. **Phantoms**: clips without speech (silence, noise, hum, clicks, music) straight into the recognizer, with the
+   phantom filters and without them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgevoice.bench.audio_set import RATE, VOICES, Voice, mix_at_snr, non_speech_clips, with_pauses
+from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
+from edgevoice.bench.scoring import corpus_wer, has_fact, has_markup, is_dont_know, sentence_count, words
+from edgevoice.clock import MonotonicClock
+from edgevoice.config import Config
+from edgevoice.events import Transcript
+from edgevoice.interfaces import FloatAudio
+from edgevoice.kiosk.grounding import GroundedModel, Kiosk
+from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+from edgevoice.models.store import ModelStore
+from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.speech_text import normalize_for_speech
+from edgevoice.vad import speech_segments
+
+__all__ = ["QualityOptions", "run_quality"]
+
+CONDITIONS: tuple[float | None, ...] = (None, 20.0, 10.0)
+"""Clean, then pink noise at these SNRs (dB)."""
+
+
+def condition_name(snr: float | None) -> str:
+    return "clean" if snr is None else f"{snr:g} dB"
+
+
+@dataclass(frozen=True)
+class QualityOptions:
+    questions: tuple[Question, ...] = IN_KNOWLEDGE + OUT_OF_KNOWLEDGE
+    voices: tuple[Voice, ...] = VOICES
+    conditions: tuple[float | None, ...] = CONDITIONS
+    asr_models: tuple[str, ...] = ()
+    """Manifest names or paths; empty: the configured one, then the optional ones that are installed."""
+    llm_models: tuple[str, ...] = ()
+    compare_prompt: bool = True
+    """Also recognize without the vocabulary prompt (default recognizer only)."""
+    phantoms: bool = True
+    seed: int = 0
+
+    def defaults_only(self, config: Config) -> QualityOptions:
+        """Only the configured recognizer and language model."""
+        return replace(self, asr_models=(config.models.asr,), llm_models=(config.models.llm,))
+
+
+def quick_options() -> QualityOptions:
+    """A few minutes' subset: one voice, clean and 10 dB, eight questions in the knowledge and four outside."""
+    questions = IN_KNOWLEDGE[::3][:8] + OUT_OF_KNOWLEDGE[:2] + OUT_OF_KNOWLEDGE[8:10]
+    return QualityOptions(questions=questions, voices=VOICES[:1], conditions=(None, 10.0), compare_prompt=False)
+
+
+@dataclass
+class Utterance:
+    question: Question
+    voice: str
+    condition: str
+    audio: FloatAudio = field(repr=False)
+    snr_measured: float | None = None
+    speech: tuple[int, int] | None = None
+    """The span the voice activity detector found (first to last segment), or None."""
+
+
+def sample_config(config: Config) -> Config:
+    """The config with the sample venue as knowledge: the questions are about it, whatever the operator's venue."""
+    kiosk = replace(config.kiosk, persona=SAMPLE_PERSONA, knowledge=SAMPLE_KNOWLEDGE, knowledge_file="")
+    return replace(config, kiosk=kiosk)
+
+
+def available_models(store: ModelStore, role: str, configured: str) -> tuple[str, ...]:
+    """The configured model, then every other installed model of the manifest in the same role."""
+    installed = [s.name for s in store.status() if s.role == role and s.installed and s.name != configured]
+    return (configured, *installed)
+
+
+def run_quality(
+    config: Config,
+    store: ModelStore,
+    options: QualityOptions = QualityOptions(),
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Run the benchmark; return the report (plain data, JSON-ready)."""
+    from edgevoice.engines.factory import piper_files, resolve
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.engines.silero_onnx import SileroVad
+
+    config = sample_config(config)
+    kiosk = Kiosk.from_config(config)
+    asr_names = options.asr_models or available_models(store, "asr", config.models.asr)
+    llm_names = options.llm_models or available_models(store, "llm", config.models.llm)
+    started = time.perf_counter()
+    voice_files = piper_files(store, config.models.tts)
+
+    progress(f"speaking {len(options.questions)} questions x {len(options.voices)} voices")
+    utterances = speak_questions(voice_files, options)
+    vad = SileroVad(resolve(store, "vad", config.models.vad))
+    try:
+        for u in utterances:
+            u.speech = find_speech(vad, u.audio, config)
+    finally:
+        vad.close()
+
+    report: dict[str, Any] = {
+        "questions": {"in_knowledge": sum(q.in_knowledge for q in options.questions)},
+        "voices": [v.name for v in options.voices],
+        "conditions": [condition_name(c) for c in options.conditions],
+        "snr_measured_db": snr_summary(utterances),
+        "asr_prompt": kiosk.asr_prompt(config.asr.initial_prompt),
+        "gate": {"threshold": config.kiosk.grounding_threshold, "retrieval": kiosk.retrieval},
+    }
+    report["questions"]["out_of_knowledge"] = len(options.questions) - report["questions"]["in_knowledge"]
+    report["recognition"], transcripts = recognize_all(store, config, kiosk, asr_names, utterances, options, progress)
+    report["answers"], replies = answer_all(store, config, kiosk, llm_names, utterances, transcripts, options, progress)
+    tts = PiperSynthesizer(*voice_files, length_scale=config.tts.length_scale)  # the kiosk's own voice settings
+    try:
+        report["round_trip"] = round_trip(store, config, asr_names, tts, sorted(replies), progress)
+    finally:
+        tts.close()
+    if options.phantoms:
+        report["phantoms"] = phantoms(store, config, kiosk, asr_names, options.seed, progress)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+def speak_questions(voice_files: tuple[Path, Path], options: QualityOptions) -> list[Utterance]:
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
+
+    sessions: dict[float, PiperSynthesizer] = {}
+
+    def synthesize(text: str, length_scale: float) -> tuple[FloatAudio, int]:
+        key = round(length_scale, 3)
+        if key not in sessions:
+            sessions[key] = PiperSynthesizer(*voice_files, length_scale=key, noise_scale=0.0, noise_w=0.0)
+        tts = sessions[key]
+        return np.concatenate(list(tts.synthesize(normalize_for_speech(text)))), tts.sample_rate
+
+    out = []
+    try:
+        for qi, q in enumerate(options.questions):
+            for vi, voice in enumerate(options.voices):
+                clean = with_pauses(voice.render(synthesize, q.text))
+                for ci, snr in enumerate(options.conditions):
+                    if snr is None:
+                        out.append(Utterance(q, voice.name, "clean", clean))
+                        continue
+                    rng = np.random.default_rng([options.seed, qi, vi, ci])
+                    mixed, measured = mix_at_snr(clean, snr, rng)
+                    out.append(Utterance(q, voice.name, condition_name(snr), mixed, measured))
+    finally:
+        for tts in sessions.values():
+            tts.close()
+    return out
+
+
+def find_speech(vad: Any, audio: FloatAudio, config: Config) -> tuple[int, int] | None:
+    vad.reset()
+    c = config.vad
+    segments = speech_segments(
+        vad.probabilities(audio),
+        frame_samples=vad.frame_samples,
+        sample_rate=RATE,
+        threshold=c.threshold,
+        min_speech_ms=c.min_speech_ms,
+        min_silence_ms=c.min_silence_ms,
+        pad_ms=c.pad_ms,
+        total_samples=len(audio),
+    )
+    if not segments:
+        return None
+    start = segments[0].start
+    return start, min(segments[-1].end, start + int(config.asr.max_seconds * RATE))
+
+
+def snr_summary(utterances: Sequence[Utterance]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for u in utterances:
+        if u.snr_measured is not None:
+            out.setdefault(u.condition, []).append(u.snr_measured)
+    return {c: [round(min(v), 2), round(max(v), 2)] for c, v in out.items()}
+
+
+def open_recognizer(store: ModelStore, config: Config, name: str, **kwargs: Any) -> Any:
+    from edgevoice.engines.factory import resolve
+    from edgevoice.engines.whispercpp import WhisperCppRecognizer
+
+    language = config.asr.language
+    return WhisperCppRecognizer(resolve(store, "asr", name), threads=config.asr.threads, language=language, **kwargs)
+
+
+def recognize_all(
+    store: ModelStore,
+    config: Config,
+    kiosk: Kiosk,
+    asr_names: Sequence[str],
+    utterances: Sequence[Utterance],
+    options: QualityOptions,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Recognition rows (one per recognizer and prompt); the kiosk's transcripts from the first recognizer."""
+    rows: list[dict[str, Any]] = []
+    kiosk_transcripts: list[str] = []
+    names = [n.lower() for n in kiosk.vocabulary]
+    for index, name in enumerate(asr_names):
+        prompts = [kiosk.asr_prompt(config.asr.initial_prompt)]
+        if index == 0 and options.compare_prompt and prompts[0]:
+            prompts.append("")
+        rec = open_recognizer(store, config, name)
+        try:
+            for prompt in prompts:
+                progress(f"recognizing with {name} ({'venue prompt' if prompt else 'no prompt'})")
+                texts, seconds = [], []
+                for u in utterances:
+                    t = time.perf_counter()
+                    text = (
+                        ""
+                        if u.speech is None
+                        else rec.transcribe(u.audio[u.speech[0] : u.speech[1]], prompt=prompt).text
+                    )
+                    seconds.append(time.perf_counter() - t)
+                    texts.append(text)
+                rows.append(recognition_row(name, prompt, utterances, texts, seconds, names, options))
+                if index == 0 and prompt == prompts[0]:
+                    kiosk_transcripts = texts
+        finally:
+            rec.close()
+    return rows, kiosk_transcripts
+
+
+def recognition_row(
+    model: str,
+    prompt: str,
+    utterances: Sequence[Utterance],
+    texts: Sequence[str],
+    seconds: Sequence[float],
+    names: Sequence[str],
+    options: QualityOptions,
+) -> dict[str, Any]:
+    wer: dict[str, float] = {}
+    for snr in options.conditions:
+        c = condition_name(snr)
+        pairs = [(u.question.text, t) for u, t in zip(utterances, texts, strict=True) if u.condition == c]
+        wer[c] = round(100 * corpus_wer(pairs), 2)
+    name_hits = name_total = 0
+    for u, t in zip(utterances, texts, strict=True):
+        said = " ".join(words(t))
+        for n in names:
+            if " ".join(words(n)) in " ".join(words(u.question.text)):
+                name_total += 1
+                name_hits += f" {' '.join(words(n))} " in f" {said} "
+    return {
+        "model": model,
+        "prompt": "venue" if prompt else "none",
+        "wer_percent": wer,
+        "names_right_percent": round(100 * name_hits / name_total, 1) if name_total else None,
+        "no_speech_found": sum(u.speech is None for u in utterances),
+        "ms_per_utterance": round(1000 * statistics.mean(seconds), 1) if seconds else 0.0,
+    }
+
+
+class _Silent:
+    """A synthesizer that speaks nothing audible: the answer benchmark needs the reply text, not its sound."""
+
+    sample_rate = 16000
+
+    def synthesize(self, text: str) -> Iterator[FloatAudio]:
+        yield np.zeros(1, dtype=np.float32)
+
+
+def answer_all(
+    store: ModelStore,
+    config: Config,
+    kiosk: Kiosk,
+    llm_names: Sequence[str],
+    utterances: Sequence[Utterance],
+    transcripts: Sequence[str],
+    options: QualityOptions,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], set[str]]:
+    from edgevoice.engines.factory import resolve
+    from edgevoice.engines.llamacpp import LlamaCppModel
+
+    inputs: list[tuple[str, Question, str]] = [("text", q, q.text) for q in options.questions]
+    inputs += [(u.condition, u.question, t) for u, t in zip(utterances, transcripts, strict=True)]
+    rows, replies = [], set()
+    c = config.llm
+    for name in llm_names:
+        progress(f"answering with {name}")
+        llm = LlamaCppModel(
+            resolve(store, "llm", name), n_ctx=c.n_ctx, threads=c.threads, n_batch=c.n_batch, seed=c.seed,
+            temperature=c.temperature, top_p=c.top_p, repeat_penalty=c.repeat_penalty,
+        )  # fmt: skip
+        try:
+            grounded = kiosk.grounded(llm)
+            llm.prefill(kiosk.prefix)
+            answered = answer_inputs(config, kiosk, grounded, sorted({text for _, _, text in inputs}))
+        finally:
+            llm.close()
+        replies |= {reply for reply, _, _ in answered.values() if reply}
+        rows.append(answer_row(name, inputs, answered, options))
+    return rows, replies
+
+
+def answer_inputs(
+    config: Config, kiosk: Kiosk, grounded: GroundedModel, texts: Sequence[str]
+) -> dict[str, tuple[str, bool, float]]:
+    """Reply, whether the gate let the question through, and seconds, for each distinct question text."""
+    clock = MonotonicClock()
+    responder = Responder(
+        _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
+        max_sentences=config.kiosk.max_sentences, clock=clock,
+    )  # fmt: skip
+    out: dict[str, tuple[str, bool, float]] = {}
+    for i, text in enumerate(texts):
+        responder.history.clear()  # every question on its own, as a new visitor asks it
+        trace = ReplyTrace(i, committed=clock.now())
+        responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
+        gate = grounded.last_grounding
+        passed = bool(text.strip()) and (gate is None or gate.known)
+        out[text] = (trace.reply, passed, (trace.done or clock.now()) - trace.committed)
+    return out
+
+
+class _Counter:
+    """The playback position of a reply that is not played: samples emitted so far."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+
+    def emit(self, chunk: FloatAudio) -> int:
+        self.samples += len(chunk)
+        return self.samples
+
+
+class _NoRecognizer:
+    sample_rate = RATE
+
+    def transcribe(self, audio: FloatAudio, *, prompt: str = "") -> Transcript:
+        raise AssertionError("the answer benchmark gives the responder transcripts")
+
+
+def answer_row(
+    model: str,
+    inputs: Sequence[tuple[str, Question, str]],
+    answered: dict[str, tuple[str, bool, float]],
+    options: QualityOptions,
+) -> dict[str, Any]:
+    by_input: dict[str, Any] = {}
+    for kind in ["text", *(condition_name(c) for c in options.conditions)]:
+        rows = [(q, *answered[t]) for k, q, t in inputs if k == kind]
+        inside = [(q, r) for q, r, _, _ in rows if q.in_knowledge]
+        outside = [r for q, r, _, _ in rows if not q.in_knowledge]
+        by_input[kind] = {
+            "right_fact_percent": _pct(sum(has_fact(r, q.facts) for q, r in inside), len(inside)),
+            "dont_know_percent": _pct(sum(is_dont_know(r) for r in outside), len(outside)),
+            "false_dont_know_percent": _pct(sum(is_dont_know(r) for _, r in inside), len(inside)),
+            "gated_out_of_knowledge_percent": _pct(
+                sum(not passed for q, _, passed, _ in rows if not q.in_knowledge), len(outside)
+            ),
+        }
+    spoken = [(q, *answered[t]) for k, q, t in inputs if k != "text"]
+    replies = [r for _, r, _, _ in spoken if r]
+    inside = [(q, r) for q, r, _, _ in spoken if q.in_knowledge]
+    outside = [r for q, r, _, _ in spoken if not q.in_knowledge]
+    errors = [
+        {"question": q.text, "reply": r}
+        for kind, q, t in inputs
+        if kind == "text"
+        for r in [answered[t][0]]
+        if (has_fact(r, q.facts) if q.in_knowledge else is_dont_know(r)) is False
+    ]
+    generated = [s for _, _, passed, s in spoken if passed]
+    return {
+        "model": model,
+        "by_input": by_input,
+        "spoken": {
+            "right_fact_percent": _pct(sum(has_fact(r, q.facts) for q, r in inside), len(inside)),
+            "dont_know_percent": _pct(sum(is_dont_know(r) for r in outside), len(outside)),
+        },
+        "reply_words_mean": round(statistics.mean(len(words(r)) for r in replies), 1) if replies else 0.0,
+        "reply_sentences_mean": round(statistics.mean(sentence_count(r) for r in replies), 2) if replies else 0.0,
+        "reply_sentences_max": max((sentence_count(r) for r in replies), default=0),
+        "replies_with_markup": sum(has_markup(r) for r in replies),
+        "seconds_per_generated_reply": round(statistics.mean(generated), 2) if generated else 0.0,
+        "text_errors": errors,
+    }
+
+
+def _pct(n: int, total: int) -> float | None:
+    return round(100 * n / total, 1) if total else None
+
+
+def round_trip(
+    store: ModelStore,
+    config: Config,
+    asr_names: Sequence[str],
+    tts: Any,
+    replies: Sequence[str],
+    progress: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Each reply as the kiosk speaks it (normalized, its own voice settings), transcribed back."""
+    from edgevoice.audio import to_model_rate
+
+    progress(f"round trip of {len(replies)} replies")
+    spoken = [normalize_for_speech(r) for r in replies]
+    audio = [to_model_rate(np.concatenate(list(tts.synthesize(s))), tts.sample_rate, RATE) for s in spoken]
+    rows = []
+    for name in asr_names:
+        rec = open_recognizer(store, config, name)
+        try:
+            heard = [rec.transcribe(a).text for a in audio]
+        finally:
+            rec.close()
+        pairs = list(zip(spoken, heard, strict=True))
+        worst = sorted(pairs, key=lambda p: -corpus_wer([p]))[:5]
+        rows.append(
+            {
+                "recognizer": name,
+                "replies": len(replies),
+                "wer_percent": round(100 * corpus_wer(pairs), 2),
+                "worst": [{"said": s, "heard": h} for s, h in worst if corpus_wer([(s, h)]) > 0],
+            }
+        )
+    return rows
+
+
+def phantoms(
+    store: ModelStore,
+    config: Config,
+    kiosk: Kiosk,
+    asr_names: Sequence[str],
+    seed: int,
+    progress: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Text produced on clips without speech, by each recognizer with and without the phantom filters."""
+    clips = non_speech_clips(np.random.default_rng(seed + 1))
+    prompt = kiosk.asr_prompt(config.asr.initial_prompt)
+    rows = []
+    for name in asr_names:
+        progress(f"phantoms with {name}")
+        setups = {
+            "filters on": {},
+            "filters off": {"no_speech_threshold": 1.0, "noise_flatness": None, "phantom_phrases": ()},
+        }
+        for setup, kwargs in setups.items():
+            rec = open_recognizer(store, config, name, **kwargs)
+            try:
+                texts = {clip: rec.transcribe(audio, prompt=prompt).text for clip, audio in clips.items()}
+            finally:
+                rec.close()
+            invented = {clip: text for clip, text in texts.items() if text.strip()}
+            rows.append({"model": name, "setup": setup, "clips": len(clips), "with_text": invented})
+    return rows

@@ -1,0 +1,88 @@
+"""The quality benchmark's report as text tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TARGETS", "format_quality"]
+
+TARGETS = {"wer_10db": 10.0, "right_fact": 90.0, "dont_know": 90.0, "round_trip_wer": 5.0}
+
+
+def _f(value: float | None, unit: str = " %") -> str:
+    return "-" if value is None else f"{value:.1f}{unit}"
+
+
+def format_quality(report: dict[str, Any]) -> str:
+    q = report["questions"]
+    conditions: list[str] = report["conditions"]
+    lines = [
+        f"Quality on the sample venue: {q['in_knowledge']} questions in the knowledge, {q['out_of_knowledge']} "
+        f"outside it; voices {', '.join(report['voices'])}; {', '.join(conditions)} "
+        f"(pink noise; measured SNR {report['snr_measured_db']}).",
+        f"Recognizer prompt: {report['asr_prompt']!r}. Grounding gate threshold {report['gate']['threshold']}"
+        f"{', retrieval mode' if report['gate']['retrieval'] else ''}.",
+        "",
+        "Recognition (word error rate)",
+        f"  {'model':<28} {'prompt':<7} " + " ".join(f"{c:>8}" for c in conditions) + "  names ok  no speech  ms/utt",
+    ]
+    for row in report["recognition"]:
+        wer = " ".join(f"{_f(row['wer_percent'][c], '%'):>8}" for c in conditions)
+        lines.append(
+            f"  {row['model']:<28} {row['prompt']:<7} {wer}  {_f(row['names_right_percent'], '%'):>8}"
+            f"  {row['no_speech_found']:>9}  {row['ms_per_utterance']:>6.0f}"
+        )
+    lines += [
+        "",
+        "Answers (right fact: questions in the knowledge; don't know: questions outside it)",
+        f"  {'model':<28} {'input':<7} {'right fact':>10} {'dont know':>10} {'false dk':>9} {'gated out':>10}",
+    ]
+    for row in report["answers"]:
+        for kind, m in row["by_input"].items():
+            lines.append(
+                f"  {row['model']:<28} {kind:<7} {_f(m['right_fact_percent']):>10} {_f(m['dont_know_percent']):>10}"
+                f" {_f(m['false_dont_know_percent']):>9} {_f(m['gated_out_of_knowledge_percent']):>10}"
+            )
+        s = row["spoken"]
+        lines.append(
+            f"  {row['model']:<28} {'spoken':<7} {_f(s['right_fact_percent']):>10} {_f(s['dont_know_percent']):>10}"
+            f"   replies: {row['reply_words_mean']} words, {row['reply_sentences_mean']} sentences (max "
+            f"{row['reply_sentences_max']}), {row['replies_with_markup']} with markup, "
+            f"{row['seconds_per_generated_reply']} s per generated reply"
+        )
+    lines += ["", "Synthesizer round trip (each distinct reply spoken by the kiosk's voice, recognized again)"]
+    for row in report["round_trip"]:
+        lines.append(f"  {row['recognizer']:<28} {row['replies']:>4} replies  WER {_f(row['wer_percent'], '%')}")
+    if "phantoms" in report:
+        lines += ["", "Phantoms (clips without speech straight into the recognizer, venue prompt on)"]
+        for row in report["phantoms"]:
+            texts = "; ".join(f"{clip}: {text!r}" for clip, text in row["with_text"].items()) or "none"
+            lines.append(f"  {row['model']:<28} {row['setup']:<11} {len(row['with_text'])}/{row['clips']}  {texts}")
+    lines += ["", *targets(report), f"({report['seconds']:.0f} s)"]
+    return "\n".join(lines)
+
+
+def targets(report: dict[str, Any]) -> list[str]:
+    """One line per target, judged on the configured (first) models."""
+    out = ["Targets (configured models):"]
+    rec = next((r for r in report["recognition"]), None)
+    worst = report["conditions"][-1]
+    if rec is not None:
+        wer = rec["wer_percent"][worst]
+        out.append(f"  WER at {worst} <= {TARGETS['wer_10db']:.0f} %: {_f(wer)} {_met(wer <= TARGETS['wer_10db'])}")
+    if report["answers"]:
+        spoken = report["answers"][0]["spoken"]
+        for key, label in (("right_fact", "right facts"), ("dont_know", "honest don't know")):
+            value = spoken[f"{key}_percent"]
+            ok = value is not None and value >= TARGETS[key]
+            out.append(f"  {label} >= {TARGETS[key]:.0f} % (spoken questions): {_f(value)} {_met(ok)}")
+    if report["round_trip"]:
+        rt = report["round_trip"][0]["wer_percent"]
+        out.append(
+            f"  round-trip WER <= {TARGETS['round_trip_wer']:.0f} %: {_f(rt)} {_met(rt <= TARGETS['round_trip_wer'])}"
+        )
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT MET"

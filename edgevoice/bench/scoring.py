@@ -1,0 +1,94 @@
+"""Scoring for the quality benchmark: word error rate, facts in a reply, honest "don't know", speakability."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from edgevoice.speech_text import normalize_for_speech, split_sentences
+
+__all__ = ["has_fact", "has_markup", "is_dont_know", "sentence_count", "word_error_rate", "words"]
+
+_CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have", "'d": " would"}
+_SPELLINGS = {"wi fi": "wifi", "can not": "cannot"}
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words for comparison: numbers, times and prices spelled out, punctuation and hyphens removed,
+    contractions expanded (``what's`` = ``what is``)."""
+    text = normalize_for_speech(text).lower().replace("’", "'").replace("-", " ")
+    for short, long in _CONTRACTIONS.items():
+        text = text.replace(short, long)
+    text = " ".join(re.findall(r"[a-z']+", text))
+    for variant, canonical in _SPELLINGS.items():
+        text = re.sub(rf"\b{variant}\b", canonical, text)
+    return text.split()
+
+
+def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+    return row[-1]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """Levenshtein distance over :func:`words` divided by the reference's length (one utterance)."""
+    ref = words(reference)
+    return edit_distance(ref, words(hypothesis)) / max(1, len(ref))
+
+
+def corpus_wer(pairs: Sequence[tuple[str, str]]) -> float:
+    """Word error rate over many utterances: all errors over all reference words."""
+    errors = sum(edit_distance(words(r), words(h)) for r, h in pairs)
+    return errors / max(1, sum(len(words(r)) for r, _ in pairs))
+
+
+def _contains(haystack: list[str], needle: list[str]) -> bool:
+    n = len(needle)
+    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
+
+
+_DONT_KNOW = [
+    words(p)
+    for p in (
+        "don't know",
+        "do not know",
+        "not sure",
+        "ask at the desk",
+        "ask at the information desk",
+        "ask a member of staff",
+        "no information",
+        "don't have information",
+        "can only help with questions about this venue",
+    )
+]
+
+
+def is_dont_know(reply: str) -> bool:
+    """True when the reply declines: "I don't know", "please ask at the desk" and the like."""
+    said = words(reply)
+    return any(_contains(said, phrase) for phrase in _DONT_KNOW)
+
+
+def has_fact(reply: str, facts: Sequence[Sequence[str]]) -> bool:
+    """True when the reply contains one spelling of every fact group and is not a "don't know"."""
+    if not facts or is_dont_know(reply):
+        return False
+    said = words(reply)
+    return all(any(_contains(said, words(spelling)) for spelling in group) for group in facts)
+
+
+_MARKUP = re.compile(r"[*_`#|<>\[\]{}]|^\s*(?:[-•]|\d+[.)])\s", re.M)
+_EMOJI = re.compile("[\U0001f000-\U0001faff\U00002600-\U000027bf]")
+
+
+def has_markup(reply: str) -> bool:
+    """Markdown marks, list items, code or emoji: what a loudspeaker must never be asked to read."""
+    return bool(_MARKUP.search(reply) or _EMOJI.search(reply) or "http" in reply)
+
+
+def sentence_count(reply: str) -> int:
+    return len(split_sentences(reply))

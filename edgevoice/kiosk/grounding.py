@@ -1,0 +1,172 @@
+"""Grounded answers: the knowledge compiled into the prompt, a gate against invented answers, retrieval when large.
+
+* **Common case**: the compiled knowledge fits its token budget and sits in the cached system prefix; every turn
+  costs only its own tokens.
+* **Large knowledge** (over ``knowledge_budget_tokens``): the prefix holds persona, rules and examples only (still
+  cached), and each question carries the ``retrieve_entries`` entries BM25 ranks best for it.
+* **Grounding gate**: a question whose words the knowledge does not cover (idf-weighted coverage of the best entry
+  below ``grounding_threshold``) is answered with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` without running the
+  model. A 0.5B model says "I don't know" unreliably; a lexical gate never invents.
+
+:class:`GroundedModel` applies this in front of any :class:`~edgevoice.interfaces.LanguageModel`, so the responder
+and the live loop need no change: it looks at the visitor's last message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from edgevoice.events import ChatMessage
+from edgevoice.interfaces import LanguageModel
+from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
+from edgevoice.kiosk.prompt import DONT_KNOW, prefix_messages, question_with_facts
+from edgevoice.kiosk.retrieval import BM25Index, terms
+
+if TYPE_CHECKING:
+    from edgevoice.config import Config
+
+__all__ = ["GroundedModel", "Grounding", "Kiosk"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """What the knowledge says about one question."""
+
+    known: bool
+    """False: answer DONT_KNOW without asking the model."""
+    coverage: float
+    """Best entry's idf-weighted share of the question's terms (1.0 for a question with no content words)."""
+    entries: tuple[Entry, ...] = ()
+    """The best-ranked entries, best first."""
+
+
+class Kiosk:
+    """The venue's knowledge made ready for the language model: entries, index, cached prefix and gate."""
+
+    def __init__(
+        self,
+        persona: str,
+        knowledge: str,
+        *,
+        max_sentences: int = 2,
+        grounding_threshold: float = 0.5,
+        knowledge_budget_tokens: int = 1000,
+        retrieve_entries: int = 4,
+        vocabulary_prompt: bool = True,
+        hint_entries: int = 0,
+        venue_examples: int = 0,
+    ) -> None:
+        """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
+        question (0: none)."""
+        self.hint_entries = hint_entries
+        self.vocabulary_prompt = vocabulary_prompt
+        self.entries = parse_knowledge(knowledge)
+        self.compiled = compile_knowledge(self.entries)
+        self.index = BM25Index([e.search_text() for e in self.entries])
+        self.grounding_threshold = grounding_threshold
+        self.retrieve_entries = retrieve_entries
+        self.retrieval = estimate_tokens(self.compiled) > knowledge_budget_tokens
+        """True when the knowledge is too large for the prefix and each question brings its own entries."""
+        self.prefix = prefix_messages(
+            persona,
+            None if self.retrieval else self.compiled,
+            max_sentences=max_sentences,
+            facts_per_question=hint_entries > 0,
+            venue_examples=example_turns(self.entries, venue_examples),
+        )
+        self.vocabulary = venue_vocabulary(self.entries, also=[persona])
+
+    @classmethod
+    def from_config(cls, config: Config) -> Kiosk:
+        k = config.kiosk
+        return cls(
+            k.persona,
+            config.knowledge_text(),
+            max_sentences=k.max_sentences,
+            grounding_threshold=k.grounding_threshold,
+            knowledge_budget_tokens=k.knowledge_budget_tokens,
+            retrieve_entries=k.retrieve_entries,
+            vocabulary_prompt=k.vocabulary_prompt,
+            hint_entries=k.hint_entries,
+            venue_examples=k.venue_examples,
+        )
+
+    def asr_prompt(self, configured: str = "") -> str:
+        """Whisper's initial prompt: the configured one, else (with ``vocabulary_prompt``) the venue's names."""
+        if configured or not self.vocabulary_prompt or not self.vocabulary:
+            return configured
+        return ", ".join(self.vocabulary) + "."
+
+    def ground(self, question: str) -> Grounding:
+        """Whether the knowledge covers ``question``, and the entries that best answer it."""
+        matches = self.index.search(question, self.retrieve_entries)
+        entries = tuple(self.entries[m.index] for m in matches)
+        if not terms(question):  # "hello", "thank you": nothing to look up, the model answers
+            return Grounding(True, 1.0, entries)
+        coverage = max((m.coverage for m in matches), default=0.0)
+        return Grounding(coverage >= self.grounding_threshold, coverage, entries)
+
+    def user_turn(self, question: str, grounding: Grounding) -> str:
+        """The visitor's message as the model sees it: in retrieval mode, with the retrieved facts before it."""
+        if self.retrieval:
+            return question_with_facts(question, [e.line() for e in grounding.entries])
+        if self.hint_entries:
+            return question_with_facts(question, [e.line() for e in grounding.entries[: self.hint_entries]])
+        return question
+
+    def grounded(self, llm: LanguageModel) -> GroundedModel:
+        return GroundedModel(llm, self)
+
+
+def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:
+    """``n`` example turns from the knowledge, spread over it: entries written as a question, answered with their
+    own answer (so a small model sees that a covered question is answered from the facts, not declined)."""
+    asked = [e for e in entries if e.question.endswith("?") and len(e.answer) <= 160]
+    if n <= 0 or not asked:
+        return []
+    step = len(asked) / min(n, len(asked))
+    return [(asked[int(i * step)].question, asked[int(i * step)].answer) for i in range(min(n, len(asked)))]
+
+
+class GroundedModel:
+    """A :class:`~edgevoice.interfaces.LanguageModel` that consults the :class:`Kiosk` before the model answers.
+
+    The last message, if the visitor's, is grounded: an uncovered question gets :data:`DONT_KNOW` at once, a covered
+    one goes to the model (with its retrieved facts in retrieval mode). Anything else (``prefill``,
+    ``count_tokens``, ``forget_messages``, ``close``...) is the wrapped model's."""
+
+    def __init__(self, llm: LanguageModel, kiosk: Kiosk) -> None:
+        self.llm = llm
+        self.kiosk = kiosk
+        self.last_grounding: Grounding | None = None
+        """The grounding of the last question answered (for benchmarks and logs)."""
+
+    def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
+        if not messages or messages[-1].role != "user":
+            return list(messages), None
+        grounding = self.kiosk.ground(messages[-1].content)
+        turn = replace(messages[-1], content=self.kiosk.user_turn(messages[-1].content, grounding))
+        return [*messages[:-1], turn], grounding
+
+    def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
+        rewritten, grounding = self._rewrite(messages)
+        self.last_grounding = grounding
+        if grounding is not None and not grounding.known:
+            yield DONT_KNOW
+            return
+        yield from self.llm.stream_reply(rewritten, max_tokens=max_tokens)
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""
+        prefill = getattr(self.llm, "prefill", None)
+        rewritten, grounding = self._rewrite(messages)
+        if prefill is None or (grounding is not None and not grounding.known):
+            return 0  # a model without a cache, or a question that will not reach the model
+        return int(prefill(rewritten))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("llm", "kiosk") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.llm, name)

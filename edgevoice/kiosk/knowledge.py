@@ -1,0 +1,191 @@
+"""The operator's venue facts, parsed into entries.
+
+Three ways to write them, told apart by their content:
+
+* **Question and answer per line** (the sample venue): ``Where are the toilets? On every floor, next to the lifts.``
+* **Markdown**: a heading names a topic and every bullet, numbered item or paragraph under it is one entry
+  (``## Tickets`` / ``- Adults 14 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
+  links and code marks are dropped: the model must not learn markdown from its own prompt.
+* **TOML**: ``[[qa]]`` tables with ``question``, ``answer`` and optional ``keywords`` (words visitors use that the
+  answer does not contain, e.g. ``["restroom", "loo"]``).
+
+Each entry is compiled back into one line of the system prompt, and indexed for retrieval
+(:mod:`edgevoice.kiosk.retrieval`).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from edgevoice.errors import ConfigError
+
+__all__ = ["Entry", "compile_knowledge", "estimate_tokens", "parse_knowledge", "venue_vocabulary"]
+
+CHARS_PER_TOKEN = 4.0
+"""English text in the Qwen2.5 tokenizer: about four characters a token (measured 3.9-4.3 on the sample venue)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One fact: the question or topic it answers (may be empty), the answer, extra words visitors may use."""
+
+    question: str
+    answer: str
+    keywords: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """The entry as one line of the prompt."""
+        if not self.question:
+            return self.answer
+        if self.question.rstrip().endswith(("?", ".", "!", ":")):
+            return f"{self.question} {self.answer}"
+        return f"{self.question}: {self.answer}"
+
+    def search_text(self) -> str:
+        """What retrieval matches a question against."""
+        return " ".join((self.question, self.answer, *self.keywords))
+
+
+_TOML_QA = re.compile(r"^\s*\[\[\s*qa\s*\]\]", re.M)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*)$")
+_Q_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:Q|Question)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
+_A_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:A|Answer)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
+_TERM = re.compile(r"^([^:?.!]{1,60}?):\s+(\S.*)$")
+_QUESTION_FIRST = re.compile(r"^([^?]{3,200}\?)\s+(\S.*)$")
+_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~|`)(?=\S)(.+?)(?<=\S)\1")
+
+
+def parse_knowledge(text: str) -> list[Entry]:
+    """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line)."""
+    if _TOML_QA.search(text):
+        return _parse_toml(text)
+    return _parse_markdown(text)
+
+
+def _parse_toml(text: str) -> list[Entry]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"knowledge: not valid TOML: {exc}") from exc
+    unknown = sorted(set(data) - {"qa"})
+    if unknown:
+        raise ConfigError(f"knowledge: unknown key {unknown[0]!r} (allowed at the top: [[qa]] tables)")
+    entries = []
+    for number, table in enumerate(data["qa"], 1):
+        where = f"knowledge: [[qa]] number {number}"
+        extra = sorted(set(table) - {"question", "answer", "keywords"})
+        if extra:
+            raise ConfigError(f"{where}: unknown key {extra[0]!r} (allowed: question, answer, keywords)")
+        question, answer = table.get("question", ""), table.get("answer")
+        keywords = table.get("keywords", [])
+        if not isinstance(answer, str) or not answer.strip():
+            raise ConfigError(f"{where}: needs an answer (a non-empty string)")
+        if not isinstance(question, str):
+            raise ConfigError(f"{where}: question must be a string")
+        if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+            raise ConfigError(f"{where}: keywords must be a list of strings")
+        entries.append(Entry(_clean(question), _clean(answer), tuple(k.strip() for k in keywords if k.strip())))
+    return entries
+
+
+def _clean(text: str) -> str:
+    text = _MD_LINK.sub(r"\1", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return " ".join(text.split())
+
+
+def _parse_markdown(text: str) -> list[Entry]:
+    entries: list[Entry] = []
+    topic = ""
+    paragraph: list[str] = []
+    question: str | None = None
+
+    def flush() -> None:
+        if paragraph:
+            entries.append(_entry(topic, " ".join(paragraph)))
+            paragraph.clear()
+
+    in_code = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not line or line.startswith(("```", "---", "<!--")):
+            flush()
+            continue
+        if m := _HEADING.match(line):
+            flush()
+            topic = _clean(m.group(2))
+            continue
+        if m := _Q_LINE.match(line):
+            flush()
+            question = _clean(m.group(1))
+            continue
+        if question is not None and (m := _A_LINE.match(line)):
+            entries.append(Entry(question, _clean(m.group(1))))
+            question = None
+            continue
+        if m := _ITEM.match(line):
+            flush()
+            entries.append(_entry(topic, m.group(1)))
+            continue
+        if _QUESTION_FIRST.match(_clean(line)) or _TERM.match(_clean(line)):
+            flush()
+            entries.append(_entry(topic, line))
+            continue
+        paragraph.append(line)
+    flush()
+    return [e for e in entries if e.answer]
+
+
+def _entry(topic: str, text: str) -> Entry:
+    """One bullet or line: ``Question? Answer``, ``Term: text`` or plain text under the current heading."""
+    text = _clean(text)
+    if m := _QUESTION_FIRST.match(text):
+        return Entry(m.group(1), m.group(2))
+    if m := _TERM.match(text):
+        term = m.group(1).strip()
+        return Entry(f"{topic}, {term}" if topic else term, m.group(2))
+    return Entry(topic, text)
+
+
+def compile_knowledge(entries: Sequence[Entry]) -> str:
+    """The entries as prompt text, one per line."""
+    return "\n".join(entry.line() for entry in entries)
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many language-model tokens ``text`` takes (no tokenizer needed: used before a model is loaded)."""
+    return round(len(text) / CHARS_PER_TOKEN)
+
+
+_NAME = re.compile(
+    r"(?:\b[A-Z][\w'-]*[a-z][\w'-]*|\b[A-Z]{2,}\b)(?:\s+(?:(?:of|the|de|du|van|von|and)\s+)*[A-Z][\w'-]+)*"
+)
+_NOT_NAMES = frozenset(
+    """A An The Yes No It Is Are In On At Take Ask Adults Entry Every When Where What Who How Can Do Does Half Open
+    You Visitors Your I If Never Reply Rules Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mondays Tuesdays
+    Wednesdays Thursdays Fridays Saturdays Sundays January February March April May June July August September
+    October November December""".split()  # noqa: SIM905
+)
+
+
+def venue_vocabulary(entries: Sequence[Entry], *, also: Sequence[str] = (), limit: int = 30) -> list[str]:
+    """The venue's own names (capitalised words and phrases that are not sentence starts, days or months), in order
+    of first appearance in ``also`` (the persona, say) and the entries: the words a general recognizer gets wrong
+    (``Harbour`` as ``Harbor``)."""
+    seen: dict[str, None] = {}
+    texts = [*also, *(t for e in entries for t in (e.question, e.answer, *e.keywords))]
+    for text in texts:
+        for m in _NAME.finditer(text.replace('"', " ")):
+            words = m.group(0).split()
+            while words and words[0] in _NOT_NAMES:
+                words = words[1:]
+            if words:
+                seen.setdefault(" ".join(words), None)
+    return list(seen)[:limit]
