@@ -122,6 +122,8 @@ class LiveAssistant:
         """Playback position at which the current output stream started (its real sample 0)."""
         self.reopened = 0
         self._closed = False
+        self.threads_stopped = False
+        """Set by :meth:`close`: every loop thread ended (so the engines may be freed)."""
 
     # -- devices ----------------------------------------------------------------------------------------------------
     def _open_input(self) -> InputStream:
@@ -220,20 +222,33 @@ class LiveAssistant:
             echo_failures=self.capture.failures,
         )
 
-    def close(self) -> None:
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the loop's threads (``timeout``), then the streams, then release the canceller and the rings.
+
+        What a thread or a callback that did not stop may still touch is not released (it would crash the process)
+        but left to the exit; :attr:`threads_stopped` tells the owner whether the engines may be freed."""
         if self._closed:
             return
         self._closed = True
-        self.loop.close(timeout=1.0)
+        self.threads_stopped = self.loop.close(timeout=timeout)
+        streams_closed = True
         for stream in (self.input, self.output):
-            if stream is not None:
+            if stream is None:
+                continue
+            try:
                 stream.close()
-        if self.echo is not None:
+            except AudioDeviceError as exc:  # a hung device: its callback may still run
+                log.error("%s; the audio buffers are left to the exit", exc)
+                streams_closed = False
+        if not streams_closed:
+            return
+        if self.echo is not None and self.threads_stopped:
             self.echo.close()
         for ring in (self.mic, self.speaker, self.reference):
             if ring is not None:
-                ring.close()
-                ring.unlink()
+                ring.unlink()  # the name goes now; the mapping stays while a thread that did not stop may use it
+                if self.threads_stopped:
+                    ring.close()
 
     def __enter__(self) -> LiveAssistant:
         return self

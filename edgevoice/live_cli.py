@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import signal
@@ -67,6 +68,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"), flush=True
             )
 
+    faulthandler.enable()  # a crash in a native engine leaves every thread's Python stack in the log
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -86,6 +88,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             exporter.metrics.observe(timeline, cancelled=trace.cancelled, underruns=trace.underruns)
             exporter.update()
 
+    live: LiveAssistant | None = None
     try:
         assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()
@@ -107,13 +110,16 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             xruns = live.xruns()
         emit({"event": "stopped", "stop_ms": round((time.perf_counter() - t_stop) * 1000), **xruns.as_dict()})
     finally:
-        getattr(turn_model, "close", lambda: None)()
-        engines.close()
+        if live is None or live.threads_stopped:
+            getattr(turn_model, "close", lambda: None)()
+            engines.close()
+        else:  # a thread still inside an engine: freeing it now would crash the process; the exit reclaims it
+            log.error("engines left to the process exit: a loop thread did not stop in time")
         if exporter is not None:
             exporter.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    errors = live.loop.errors
+    errors = live.loop.errors if live is not None else []
     if errors:
         print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
     return 0

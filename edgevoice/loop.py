@@ -14,6 +14,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,14 +134,27 @@ class VoiceLoop:
             thread.start()
             self._threads.append(thread)
 
-    def close(self, timeout: float = 2.0) -> None:
+    def close(self, timeout: float = 2.0) -> bool:
+        """Stop the listener, the responder and the recognition worker within ``timeout`` seconds in all.
+
+        Work in progress is cut short (the reply is cancelled, the language model interrupted between two tokens
+        or prefill chunks). Returns True when every thread has ended: only then may the engines be freed (a thread
+        still inside llama.cpp while its model is freed crashes the process)."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
         self._cancel.set()
         self._turns.put(None)
+        self.responder.interrupt()
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if not self.asr.close(max(0.0, deadline - time.monotonic())):
+            alive.append("edgevoice-asr")
+        if alive:
+            log.error("still running %.1f s after the stop request: %s", timeout, ", ".join(alive))
+            return False
         self._threads.clear()
-        self.asr.close(timeout)
+        return True
 
     def __enter__(self) -> VoiceLoop:
         self.start()
@@ -301,7 +315,8 @@ class VoiceLoop:
                 self.responder.commit(trace, played)
                 self._arm_gate(False)
                 self._replying.clear()
-            self.responder.prefill_history()
+            if not self._stop.is_set():
+                self.responder.prefill_history()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
 

@@ -145,6 +145,13 @@ class Responder:
         with self._llm_lock:
             return self._reply(transcript, trace, cancel, emit, queued_s)
 
+    def interrupt(self) -> None:
+        """Shutting down: make the language model stop whatever it computes for another thread, at its next token
+        or prefill chunk (every later call fails at once)."""
+        interrupt = getattr(self.llm, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+
     def prefill_history(self) -> bool:
         """Put the conversation so far into the KV cache while the visitor listens, so the next turn's prefill
         only has the new question left to evaluate."""
@@ -166,7 +173,8 @@ class Responder:
             prefill(messages())
             return True
         except EdgeVoiceError as exc:
-            log.warning("prefill failed: %s", exc)
+            if exc.code != "llm_interrupted":  # shutting down: not a failure
+                log.warning("prefill failed: %s", exc)
             return False
         finally:
             self._llm_lock.release()

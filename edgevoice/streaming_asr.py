@@ -68,6 +68,7 @@ class StreamingTranscriber:
         self.segments_decoded = 0
         self.speculations_used = 0
         self.last_used_speculation = False
+        self._closing = False
 
     # -- called by the listener (never blocks) ----------------------------------------------------------------------
     def start_turn(self, turn_id: int) -> None:
@@ -140,6 +141,10 @@ class StreamingTranscriber:
             job = self._jobs.get()
             if job is None:
                 return
+            if self._closing:  # shutting down: drop the job, but release a responder waiting for its segment
+                if job.kind in ("segment", "adopt"):
+                    self._store_segment(job, "")
+                continue
             if job.kind == "adopt":
                 # the speculative decode of this very audio was queued before this job: it is done by now
                 speculation = job.turn.spec_results.get(job.seq)
@@ -184,7 +189,10 @@ class StreamingTranscriber:
         """Start the worker thread (owned: :meth:`close` joins it)."""
         self._worker.start()
 
-    def close(self, timeout: float = 2.0) -> None:
+    def close(self, timeout: float = 2.0) -> bool:
+        """Stop the worker after its current job (jobs still queued are dropped); True once it has ended."""
+        self._closing = True
         self._jobs.put(None)
         if self._worker.is_alive():
             self._worker.join(timeout)
+        return not self._worker.is_alive()

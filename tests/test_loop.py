@@ -330,3 +330,50 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
     assert loop.false_barge_ins == 1
     assert loop.barge_ins == 0 and not traces[0].cancelled
     assert responder.history[1].content == traces[0].reply == reply
+
+
+class PrefillingLlm(FakeLlm):
+    """A model whose prefill runs until it is interrupted (``stubborn``: never), like a long llama.cpp prefill."""
+
+    def __init__(self, clock: ManualClock, *, stubborn: bool = False) -> None:
+        super().__init__("Fine.", clock, per_token=0.0)
+        self.stubborn = stubborn
+        self.prefilling = threading.Event()
+        self.interrupted = threading.Event()
+        self.release = threading.Event()
+
+    def prefill(self, messages: object) -> int:
+        self.prefilling.set()
+        while not self.release.is_set() and (self.stubborn or not self.interrupted.is_set()):
+            time.sleep(0.005)
+        return 0
+
+    def interrupt(self) -> None:
+        self.interrupted.set()
+
+
+@pytest.mark.parametrize("stubborn", [False, True])
+def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended(
+    rings: tuple[SharedRing, SharedRing], stubborn: bool
+) -> None:
+    """Shutdown while a thread is inside the language model: the model is interrupted and close() returns True
+    once every thread ended; a thread that cannot be stopped makes it return False (the caller must then not free
+    the engines: freeing llama.cpp under a running decode crashed `edgevoice run` on SIGTERM)."""
+    mic, spk = rings
+    loop, responder, _, _ = make_loop(mic, spk, "Fine.")
+    llm = PrefillingLlm(ManualClock(), stubborn=stubborn)
+    responder.llm = llm
+    loop.start()
+    try:
+        # the visitor fell silent: the recognition worker decodes the tail and prefills the model with it
+        loop.asr.start_turn(1)
+        loop.asr.speculate(speech(0.5))
+        assert llm.prefilling.wait(5)
+        t = time.monotonic()
+        ended = loop.close(timeout=0.5)
+        assert time.monotonic() - t < 1.0
+        assert llm.interrupted.is_set()
+        assert ended is (not stubborn)
+    finally:
+        llm.release.set()
+        loop.close(timeout=5)

@@ -7,6 +7,7 @@ the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the v
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,13 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 
+PREFILL_CHUNK = 32
+"""Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
+be interrupted (shutdown), so no prefill ever holds the model for more than ~0.3 s on two cores."""
+
+
 class LlamaCppModel:
-    """A GGUF chat model. Not thread-safe: one reply at a time."""
+    """A GGUF chat model. Not thread-safe: one reply at a time (except :meth:`interrupt`, from any thread)."""
 
     def __init__(
         self,
@@ -69,6 +75,7 @@ class LlamaCppModel:
         self.info = info
         self.n_ctx = n_ctx
         self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
+        self._interrupted = threading.Event()
 
     # -- prompt handling ---------------------------------------------------------------------------------------
     def tokens(self, messages: Sequence[ChatMessage], *, generation_prompt: bool = True) -> list[int]:
@@ -100,7 +107,12 @@ class LlamaCppModel:
             return 0
         self._llm.n_tokens = keep
         try:
-            self._llm.eval(tokens[keep:])
+            for start in range(keep, len(tokens), PREFILL_CHUNK):
+                if self._interrupted.is_set():
+                    raise LanguageModelError("prefill interrupted: the model is shutting down", code="llm_interrupted")
+                self._llm.eval(tokens[start : start + PREFILL_CHUNK])  # n_tokens grows with each chunk evaluated
+        except LanguageModelError:
+            raise
         except Exception as exc:
             raise LanguageModelError(f"prefill failed: {exc}") from exc
         return len(tokens) - keep
@@ -144,15 +156,25 @@ class LlamaCppModel:
                 repeat_penalty=self._repeat_penalty,
             )
             for chunk in stream:
+                if self._interrupted.is_set():
+                    raise LanguageModelError(
+                        "generation interrupted: the model is shutting down", code="llm_interrupted"
+                    )
                 text = chunk["choices"][0]["text"]  # type: ignore[index]
                 if text:
                     yield text
-        except GeneratorExit:
+        except (GeneratorExit, LanguageModelError):
             raise
         except Exception as exc:
             raise LanguageModelError(f"generation failed: {exc}") from exc
 
+    def interrupt(self) -> None:
+        """Make a prefill or generation in progress on another thread stop at its next chunk or token (raising
+        ``llm_interrupted``), and every later one at once: the first step of shutting down."""
+        self._interrupted.set()
+
     def close(self) -> None:
+        """Free the model. Only once no thread uses it any more (:meth:`interrupt`, then join the users)."""
         llm = getattr(self, "_llm", None)
         if llm is not None:
             llm.close()

@@ -1,0 +1,67 @@
+"""The language model's prefill runs in chunks that a shutdown can interrupt, with the same result as one eval."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from edgevoice.config import Config
+from edgevoice.engines.factory import resolve
+from edgevoice.engines.llamacpp import LlamaCppModel
+from edgevoice.errors import LanguageModelError
+from edgevoice.events import ChatMessage
+
+pytestmark = pytest.mark.models
+
+LONG = [
+    ChatMessage("system", "You are a museum guide. " + "The museum has many rooms and many old things. " * 40),
+    ChatMessage("user", "Where is the cafe?"),
+]
+
+
+@pytest.fixture
+def model(store) -> Iterator[LlamaCppModel]:  # type: ignore[no-untyped-def]
+    llm = LlamaCppModel(resolve(store, "llm", Config().models.llm), n_ctx=2048, threads=2)
+    yield llm
+    llm.close()
+
+
+def test_chunked_prefill_leaves_the_cache_as_one_prompt_would(model: LlamaCppModel) -> None:
+    n = len(model.tokens(LONG, generation_prompt=False))
+    assert n > 400  # many chunks
+    assert model.prefill(LONG) == n  # a fresh model: every token evaluated
+    assert model.cached_tokens == n
+    assert model.prefill(LONG) == 0  # all cached
+    cached_reply = "".join(model.stream_reply(LONG, max_tokens=12))
+    model.prefill([ChatMessage("system", "Something else entirely.")])  # evicts all but the first token or so
+    fresh_reply = "".join(model.stream_reply(LONG, max_tokens=12))
+    assert cached_reply == fresh_reply and cached_reply.strip()
+
+
+def test_interrupt_stops_a_prefill_in_progress_and_every_later_call(model: LlamaCppModel) -> None:
+    failure: list[BaseException] = []
+    started = threading.Event()
+
+    def prefill() -> None:
+        started.set()
+        try:
+            model.prefill(LONG)
+        except LanguageModelError as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=prefill)
+    worker.start()
+    assert started.wait(5)
+    time.sleep(0.2)  # inside the prefill (about 500 tokens: several seconds on two cores)
+    t = time.monotonic()
+    model.interrupt()
+    worker.join(5)
+    assert not worker.is_alive()
+    assert time.monotonic() - t < 1.5  # one chunk of 32 tokens at most
+    assert failure and getattr(failure[0], "code", "") == "llm_interrupted"
+    assert 0 < model.cached_tokens < len(model.tokens(LONG, generation_prompt=False))
+    with pytest.raises(LanguageModelError, match="interrupted"):
+        list(model.stream_reply(LONG, max_tokens=4))
