@@ -125,6 +125,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from edgevoice.bench.cli import add_bench_parser
     from edgevoice.models.cli import add_models_parser
+    from edgevoice.selftest.cli import add_selftest_parser
 
     parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
     parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub)
     add_models_parser(sub)
+    add_selftest_parser(sub)
     return parser
 
 

@@ -65,6 +65,12 @@ class AudioDeviceError(EdgeVoiceError):
     code = "audio_device"
 
 
+class SelftestError(EdgeVoiceError):
+    """The self-test could not run the appliance or measure it (not: the appliance was too slow)."""
+
+    code = "selftest_failed"
+
+
 class StageError(EdgeVoiceError):
     """An engine failed while running a stage (vad, turn, asr, llm, tts)."""
 

@@ -4,13 +4,7 @@ records the "spk" sink. A three-turn conversation: intelligible replies, zero xr
 from __future__ import annotations
 
 import json
-import queue
-import signal
 import statistics
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +13,8 @@ import pytest
 
 from edgevoice.pipeline import Engines
 from edgevoice.pulse import PulseServer
+from edgevoice.selftest import measure
+from edgevoice.selftest.appliance import ApplianceProcess
 from tests.conftest import wer
 
 pytestmark = pytest.mark.models
@@ -32,60 +28,16 @@ QUESTIONS = (
 )
 
 
-class LiveProcess:
-    """`edgevoice run --json` with its stdout records collected on a thread."""
+class LiveProcess(ApplianceProcess):
+    """`edgevoice run --json` in the private PulseAudio room: listening on "mic", speaking into "spk"."""
 
     def __init__(self, pulse: PulseServer, models_dir: Path) -> None:
         env = pulse.client_env(source="mic.monitor", sink="spk")
         env["EDGEVOICE_MODELS_DIR"] = str(models_dir)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edgevoice", "run", "--json"],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.records: queue.Queue[dict[str, object]] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                self.records.put(json.loads(line))
-
-    def next(self, event: str, timeout: float) -> dict[str, object]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                record = self.records.get(timeout=0.2)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"edgevoice run exited {self.proc.returncode}: {self.stderr()}") from None
-                continue
-            if record["event"] == event:
-                return record
-        raise AssertionError(f"no {event!r} record within {timeout} s; stderr: {self.stderr()}")
+        super().__init__(env, cwd=ROOT)
 
     def stderr(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-4000:]
-
-    def close(self) -> None:
-        self._reader.join(timeout=5)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-    def stop(self) -> float:
-        t = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=10)
-        return time.monotonic() - t
+        return self.stderr_tail()
 
 
 @pytest.fixture
@@ -104,32 +56,11 @@ def live(pulse: PulseServer, store) -> Iterator[LiveProcess]:  # type: ignore[no
 
 
 def spans(audio: np.ndarray, *, threshold: float = 0.02, gap_s: float = 0.6) -> list[tuple[int, int]]:
-    """(start, end) sample spans where the signal is audible, pauses shorter than ``gap_s`` bridged."""
-    loud = np.flatnonzero(np.abs(audio) > threshold)
-    if len(loud) == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(loud) > gap_s * RATE)
-    starts = np.concatenate([[loud[0]], loud[breaks + 1]])
-    ends = np.concatenate([loud[breaks], [loud[-1]]])
-    return [(int(a), int(b) + 1) for a, b in zip(starts, ends, strict=True)]
+    return measure.spans(audio, RATE, threshold=threshold, gap_s=gap_s)
 
 
-def visitor_spans(mic: np.ndarray, spk: np.ndarray, offset: int, *, gap_s: float = 0.6) -> list[tuple[int, int]]:
-    """Where the visitor speaks in the mic recording, which also holds the kiosk's echo: 10 ms frames whose level
-    clearly exceeds the loudest echo the speaker recording predicts nearby (echo path: 40 ms, -10 dB)."""
-    hop = RATE // 100
-    shift = offset + int(0.04 * RATE)
-    echo = np.zeros(len(mic), dtype=np.float32)
-    lo, hi = max(shift, 0), min(len(mic), shift + len(spk))
-    if hi > lo:
-        echo[lo:hi] = spk[lo - shift : hi - shift] * 10 ** (-10 / 20)
-    n = len(mic) // hop
-    mic_rms = np.sqrt(np.mean(mic[: n * hop].reshape(n, hop) ** 2, axis=1))
-    echo_rms = np.sqrt(np.mean(echo[: n * hop].reshape(n, hop) ** 2, axis=1))
-    echo_env = np.max(np.stack([np.roll(echo_rms, k) for k in range(-4, 5)]), axis=0)  # +-40 ms of slack
-    active = mic_rms > 2.0 * echo_env + 0.01
-    frame_gap = gap_s * 100 / RATE  # spans() counts its gap in samples; here one "sample" is a 10 ms frame
-    return [(a * hop, b * hop) for a, b in spans(active.astype(np.float32), threshold=0.5, gap_s=frame_gap)]
+def visitor_spans(mic: np.ndarray, spk: np.ndarray, offset: int) -> list[tuple[int, int]]:
+    return measure.visitor_spans(mic, spk, offset, RATE)
 
 
 def test_three_turn_conversation_through_the_audio_stack(
@@ -148,6 +79,7 @@ def test_three_turn_conversation_through_the_audio_stack(
     stop_seconds = live.stop()
     stopped = live.next("stopped", timeout=5)
     mic, spk = mic_rec.stop(), spk_rec.stop()
+    print("\n" + json.dumps(stopped))
 
     assert live.proc.returncode == 0, live.stderr()
     assert stop_seconds < 2.0

@@ -1,0 +1,97 @@
+"""`edgevoice run --json` as a child process, its JSON records collected on a thread (for the self-test and the
+tests through the real audio stack). Its stderr goes to a file, so a chatty child can never block on a full pipe."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from edgevoice.errors import SelftestError
+
+Record = dict[str, object]
+
+
+class ApplianceProcess:
+    """``python -m edgevoice run --json [args]`` with ``env``; :meth:`next` waits for a record by event name."""
+
+    def __init__(self, env: dict[str, str], args: tuple[str, ...] = (), *, cwd: Path | None = None) -> None:
+        self._stderr = tempfile.TemporaryFile(mode="w+", prefix="edgevoice-run-")  # noqa: SIM115 (closed in close())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "edgevoice", "run", "--json", *args],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self.records: queue.Queue[Record] = queue.Queue()
+        self.seen: list[Record] = []
+        self._reader = threading.Thread(target=self._read, name="edgevoice-selftest-records", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                try:
+                    self.records.put(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+
+    def next(self, event: str, timeout: float) -> Record:
+        """The next record of ``event`` (earlier records of other events are kept in :attr:`seen`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                record = self.records.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None and self.records.empty():
+                    raise SelftestError(
+                        f"edgevoice run exited ({self.proc.returncode}) while waiting for {event!r}: "
+                        f"{self.stderr_tail()}"
+                    ) from None
+                continue
+            self.seen.append(record)
+            if record["event"] == event:
+                return record
+        raise SelftestError(f"no {event!r} record from edgevoice run within {timeout:.0f} s: {self.stderr_tail()}")
+
+    def stderr_tail(self, chars: int = 4000) -> str:
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read()[-chars:]
+
+    def stop(self, timeout: float = 10.0) -> float:
+        """SIGTERM, then wait for the exit; returns the seconds it took."""
+        t = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=timeout)
+        return time.monotonic() - t
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""One self-test session: the real appliance (`edgevoice run`, its own process, the real models) answering the bundled
+utterances, measured on the speaker side.
+
+Without audio hardware (the default) the session starts a private PulseAudio server with two null sinks, "mic" and
+"spk", and an echo path from the loudspeaker back into the microphone (40 ms, -10 dB, as in a kiosk), exactly like the
+tests: the utterances are played into "mic", the appliance listens on its monitor and speaks into "spk", and both
+monitors are recorded. Voice-to-voice on the speaker side is the time from the end of each utterance in the microphone
+recording to the first reply sample in the loudspeaker recording. The appliance's own per-stage trace comes with each
+turn record (see :mod:`edgevoice.trace`).
+
+With ``hardware=True`` the appliance runs on the configured devices and the session plays the utterances through
+the default output device of this process; only the appliance's own trace (to the DAC time of the first reply
+sample) measures the turns then, since nothing records the room.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edgevoice.errors import SelftestError
+from edgevoice.interfaces import FloatAudio
+from edgevoice.selftest import measure
+from edgevoice.selftest.appliance import ApplianceProcess, Record
+from edgevoice.selftest.utterances import RATE, UTTERANCES, Utterance
+
+LEAD_S = 0.5
+"""Silence played before each utterance."""
+ECHO_DELAY_MS, ECHO_GAIN_DB = 40, -10.0
+READY_TIMEOUT_S = 180.0
+TURN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class SessionResult:
+    turns: list[Record] = field(default_factory=list)
+    """The appliance's turn records, in order."""
+    speaker_side_s: list[float | None] = field(default_factory=list)
+    """Voice-to-voice measured in the recordings, per utterance (None: no reply heard, or hardware mode)."""
+    stopped: Record = field(default_factory=dict)
+    """The appliance's last record: xrun counters and shutdown time."""
+    ready: Record = field(default_factory=dict)
+    utterances: list[Utterance] = field(default_factory=list)
+    mode: str = "private-audio"
+
+
+def pick(n: int) -> list[Utterance]:
+    """``n`` bundled utterances, cycling through them."""
+    if n < 1:
+        raise SelftestError(f"the self-test needs at least one turn, not {n}")
+    return [UTTERANCES[i % len(UTTERANCES)] for i in range(n)]
+
+
+def run_session(
+    turns: int,
+    *,
+    models_dir: Path,
+    config_path: str | None = None,
+    hardware: bool = False,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> SessionResult:
+    utterances = pick(turns)
+    args = ("--config", config_path) if config_path else ()
+    if hardware:
+        return _hardware_session(utterances, models_dir, args, progress)
+    from edgevoice.pulse import PulseServer
+
+    with PulseServer() as pulse:
+        pulse.add_echo(delay_ms=ECHO_DELAY_MS, gain_db=ECHO_GAIN_DB)
+        env = pulse.client_env(source="mic.monitor", sink="spk")
+        env["EDGEVOICE_MODELS_DIR"] = str(models_dir)
+        progress("starting the appliance (loading and warming the models)")
+        with ApplianceProcess(env, args) as app:
+            result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S))
+            mic_rec, spk_rec = pulse.record("mic.monitor", rate=RATE), pulse.record("spk.monitor", rate=RATE)
+            mic_rec.wait_started()
+            spk_rec.wait_started()
+            offset = mic_rec.samples - spk_rec.samples  # spk sample i was recorded with mic sample i + offset
+            for i, utterance in enumerate(utterances, 1):
+                audio = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
+                pulse.play(audio, sink="mic").wait()
+                turn = app.next("turn", TURN_TIMEOUT_S)
+                result.turns.append(turn)
+                progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
+                spk_rec.wait_more(0.8)  # the reply has left the ring; the device plays its buffer out
+            app.stop()
+            result.stopped = app.next("stopped", 10.0)
+        mic, spk = mic_rec.stop(), spk_rec.stop()
+    result.speaker_side_s = speaker_side(mic, spk, offset, len(utterances))
+    return result
+
+
+def speaker_side(mic: FloatAudio, spk: FloatAudio, offset: int, expected: int) -> list[float | None]:
+    """Per utterance, end of the utterance (mic recording) → first reply sample (speaker recording), seconds."""
+    heard = measure.visitor_spans(mic, spk, offset, RATE, echo_delay_ms=ECHO_DELAY_MS, echo_gain_db=ECHO_GAIN_DB)
+    replies = measure.spans(spk, RATE)
+    latencies = measure.reply_latencies(heard, replies, offset, RATE)
+    if len(heard) != expected:  # an utterance split in two, or one missed: no pairing can be trusted
+        return [None] * expected
+    return latencies
+
+
+def _hardware_session(
+    utterances: list[Utterance], models_dir: Path, args: tuple[str, ...], progress: Callable[[str], None]
+) -> SessionResult:
+    from edgevoice.audio_io import OutputStream
+
+    env = dict(os.environ)
+    env["EDGEVOICE_MODELS_DIR"] = str(models_dir)
+    progress("starting the appliance on the configured sound devices")
+    with ApplianceProcess(env, args) as app:
+        result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S), mode="hardware")
+        for i, utterance in enumerate(utterances, 1):
+            queue = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
+            position = [0]
+
+            def source(n: int, audio: FloatAudio = queue, pos: list[int] = position) -> FloatAudio:
+                chunk = audio[pos[0] : pos[0] + n]
+                pos[0] += len(chunk)
+                return chunk
+
+            with OutputStream(source, source_rate=RATE) as speaker:
+                deadline = time.monotonic() + len(queue) / RATE + 5.0
+                while position[0] < len(queue) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(speaker.latency + 0.1)
+            turn = app.next("turn", TURN_TIMEOUT_S)
+            result.turns.append(turn)
+            progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
+            time.sleep(0.8)  # the turn record comes once the reply has been played
+        app.stop()
+        result.stopped = app.next("stopped", 10.0)
+    result.speaker_side_s = [None] * len(utterances)
+    return result
