@@ -163,6 +163,17 @@ class SelftestConfig:
 
 
 @dataclass(frozen=True)
+class DebugConfig:
+    record_turns: int = field(default=0, metadata=_rng(0, 1000))
+    """Keep the audio and record of the last this many turns on disk (edgevoice/debug_recorder.py); 0, the default:
+    no audio is ever written to disk."""
+    record_dir: str = ""
+    """Where; empty: $STATE_DIRECTORY (the service: /var/lib/edgevoice/debug), else ~/.local/state/edgevoice/turns."""
+    log_transcripts: bool = False
+    """Put what the visitor said and the reply in the service's journal entries (off: only timings and counts)."""
+
+
+@dataclass(frozen=True)
 class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     vad: VadConfig = field(default_factory=VadConfig)
@@ -174,6 +185,7 @@ class Config:
     kiosk: KioskConfig = field(default_factory=KioskConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
     source: str = field(default="<defaults>", compare=False)
 
     def knowledge_text(self) -> str:

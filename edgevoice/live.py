@@ -159,8 +159,9 @@ class LiveAssistant:
             raise AudioDeviceError(f"the input device delivered nothing within {first_input_timeout:.0f} s")
         self.loop.start()
 
-    def watch(self, stop: threading.Event, period: float = 0.25) -> None:
-        """Until ``stop`` is set: reopen any stream that died. Run in the main thread."""
+    def watch(self, stop: threading.Event, period: float = 0.25, on_tick: Callable[[], None] | None = None) -> None:
+        """Until ``stop`` is set: reopen any stream that died. Run in the main thread. ``on_tick`` is called after
+        every check (the service's status and watchdog, :class:`edgevoice.service.ServiceMonitor`)."""
         while not stop.wait(period):
             for kind in ("input", "output"):
                 stream = getattr(self, kind)
@@ -177,6 +178,8 @@ class LiveAssistant:
                 except AudioDeviceError as exc:
                     setattr(self, kind, None)
                     log.warning("cannot reopen the %s stream yet: %s", kind, exc)
+            if on_tick is not None:
+                on_tick()
 
     def timeline(self, trace: ReplyTrace, turn: Turn) -> TurnTimeline:
         """The turn's marks on the perf_counter scale (see :mod:`edgevoice.trace`), from the loop's trace and the

@@ -13,12 +13,16 @@ from types import FrameType
 
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
+from edgevoice.debug_recorder import TurnRecorder
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
+from edgevoice.errors import AudioDeviceError
+from edgevoice.fault_injection import inject_faults
 from edgevoice.live import LiveAssistant
 from edgevoice.loop import Turn
 from edgevoice.metrics import Metrics, MetricsExporter
 from edgevoice.pipeline import Assistant, trace_stages
 from edgevoice.responder import ReplyTrace
+from edgevoice.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
@@ -54,7 +58,21 @@ def start_metrics(config: Config) -> MetricsExporter | None:
 
 
 def run_live(config: Config, *, json_lines: bool = False) -> int:
+    # Under systemd (edgevoice.service): records go to the journal with structured fields, STATUS= follows the loop,
+    # READY=1 comes after the warm-up and the stream watch feeds the watchdog. Outside it these do nothing.
+    journal = ServiceLog(transcripts=config.debug.log_transcripts)
+    journal.install()
+    monitor = ServiceMonitor(Notifier())
+    monitor.loading()
+    recorder = TurnRecorder.from_config(config.debug.record_turns, config.debug.record_dir)  # None: off (default)
+
     def emit(record: dict[str, object]) -> None:
+        if record["event"] == "speaking" and isinstance(turn := record["turn"], int):
+            monitor.replying(turn)
+        elif record["event"] == "turn":
+            monitor.turn_done()
+        if journal.record(record) and not json_lines:
+            return
         if json_lines:
             print(json.dumps(record), flush=True)
         elif record["event"] in ("speaking", "partial"):
@@ -83,7 +101,10 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     exporter = start_metrics(config)
 
     def on_trace(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline) -> None:
-        emit(turn_record(trace, turn, timeline, engines.synthesizer.sample_rate))
+        record = turn_record(trace, turn, timeline, engines.synthesizer.sample_rate)
+        emit(record)
+        if recorder is not None:
+            recorder.record(turn.turn_id, turn.audio, record)
         if exporter is not None:
             exporter.metrics.observe(timeline, cancelled=trace.cancelled, underruns=trace.underruns)
             exporter.update()
@@ -94,7 +115,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         assistant.warm_up()
         live = LiveAssistant(
             config,
-            engines,
+            inject_faults(engines, release=stop),  # test-only knobs (edgevoice/fault_injection.py); none by default
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
             on_trace=on_trace,
@@ -103,9 +124,26 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             ),
         )
         with live:
-            live.start()
-            emit({"event": "ready", "load_ms": round((time.perf_counter() - t0) * 1000)})
-            live.watch(stop)
+            try:
+                live.start()
+            except AudioDeviceError as exc:  # the device may still appear: exit so that systemd retries
+                journal.error(exc)
+                print(f"edgevoice: error: {exc}", file=sys.stderr)
+                return EXIT_AUDIO_UNAVAILABLE
+            load_ms = round((time.perf_counter() - t0) * 1000)
+            emit({"event": "ready", "load_ms": load_ms})
+            running = live
+            monitor.ready(
+                LoopProbe(
+                    progress=lambda: running.loop.samples_in,
+                    input_alive=lambda: running.input is not None and running.input.is_alive(max_gap_s=1.0),
+                    output_alive=lambda: running.output is not None and running.output.is_alive(max_gap_s=1.0),
+                    errors=lambda: len(running.loop.errors),
+                ),
+                load_ms,
+            )
+            live.watch(stop, on_tick=monitor.tick)
+            monitor.stopping()
             t_stop = time.perf_counter()
             xruns = live.xruns()
         emit({"event": "stopped", "stop_ms": round((time.perf_counter() - t_stop) * 1000), **xruns.as_dict()})
@@ -119,6 +157,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             exporter.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        journal.close()
     errors = live.loop.errors if live is not None else []
     if errors:
         print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
