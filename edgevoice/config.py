@@ -77,6 +77,9 @@ class TtsConfig:
     length_scale: float = field(default=1.0, metadata=_rng(0.5, 2.0))
     """Speaking rate: below 1 is faster."""
     sentence_silence_ms: int = field(default=150, metadata=_rng(0, 2000))
+    provider: Literal["cpu", "cuda"] = "cpu"
+    """ONNX Runtime execution provider for the voice; "cuda" needs onnxruntime-gpu and falls back to the CPU (with
+    a warning) where CUDA is not available."""
 
 
 @dataclass(frozen=True)
@@ -121,9 +124,10 @@ class KioskConfig:
     """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
     ``knowledge``."""
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
-    grounding_threshold: float = field(default=0.5, metadata=_rng(0.0, 1.0))
+    grounding_threshold: float = field(default=0.2, metadata=_rng(0.0, 1.0))
     """A question whose words the best knowledge entry covers less than this (idf-weighted share) is answered "I
-    don't know" without asking the language model; 0 turns the gate off."""
+    don't know" without asking the language model; 0 turns the gate off. Low on purpose: it stops questions that
+    share (almost) nothing with the knowledge; near misses ("how old is the whale?") are the model's to decline."""
     knowledge_budget_tokens: int = field(default=1000, metadata=_rng(50, 16384))
     """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
     ``retrieve_entries`` entries that match it best."""
@@ -134,6 +138,9 @@ class KioskConfig:
     venue_examples: int = field(default=0, metadata=_rng(0, 10))
     """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
     prompt, before the "I don't know" example."""
+    verify_below: float = field(default=0.8, metadata=_rng(0.0, 1.0))
+    """A reply to a question the knowledge covers less than this is held back until complete and replaced by "I don't
+    know" if it brings numbers or words the knowledge never uses (an invented fact); 0: never checked."""
     vocabulary_prompt: bool = True
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge."""
 

@@ -40,6 +40,22 @@ DEV_IN: tuple[Question, ...] = (
     Question("d-getthere", "How do I get to the museum?", (("line 4", "tram"),)),
     Question("d-park", "Where can I park?", (("Quay Street",),)),
     Question("d-umbrella", "I forgot my umbrella somewhere, who can help?", (("cloakroom",),)),
+    # second round, added after the first benchmark run showed paraphrases the first round lacked (days the
+    # knowledge does not name, verbs like "put" or "reach"); written fresh, none taken from the benchmark
+    Question("d-wednesday", "Can I visit on a Wednesday evening?", (("6 pm", "closes"),)),
+    Question("d-friday", "What time do you shut on Fridays?", (("6 pm",),)),
+    Question("d-till", "Till what time can I come in?", (("half an hour",),)),
+    Question("d-suitcase", "Is there somewhere to store my suitcase?", (("cloakroom", "lockers"),)),
+    Question("d-cost", "What does it cost to get in?", (("14 euros",),)),
+    Question("d-store", "Where's the gift store?", (("exit",),)),
+    Question("d-level", "Which level is the whale hall on?", (("first floor",),)),
+    Question("d-wifi-here", "Do you have wifi here?", (("HarbourMuseum", "no password", "yes"),)),
+    Question("d-reach", "How do I reach you by tram?", (("line 4",),)),
+    Question("d-parking-cost", "Is parking expensive?", (("3 euros",),)),
+    Question("d-wallet", "I've lost my wallet.", (("cloakroom",),)),
+    Question("d-knee", "My child fell and hurt his knee.", (("first aid", "information desk"),)),
+    Question("d-tour-start", "Where do the tours leave from?", (("main entrance",),)),
+    Question("d-maps-on", "Is the exhibition about maps still on?", (("March",),)),
 )
 DEV_OUT: tuple[Question, ...] = (
     Question("d-tokyo", "What's the time in Tokyo?"),
@@ -52,6 +68,13 @@ DEV_OUT: tuple[Question, ...] = (
     Question("d-party", "Can I book a birthday party at the museum?"),
     Question("d-wifi-speed", "How fast is the wifi?"),
     Question("d-cafe-discount", "Are there student discounts in the cafe?"),
+    Question("d-dogs", "Are dogs allowed?"),
+    Question("d-atm", "Where is the nearest cash machine?"),
+    Question("d-taxi", "Can you order me a taxi?"),
+    Question("d-history", "What is the history of the harbour?"),
+    Question("d-director", "Who is the director of the museum?"),
+    Question("d-visitors", "How many visitors come each year?"),
+    Question("d-pushchair", "Can I bring a pushchair?"),
 )
 
 
@@ -197,9 +220,28 @@ def test_gate_lets_questions_about_the_venue_through(kiosk: Kiosk, question: Que
     assert kiosk.ground(question.text).known
 
 
-@pytest.mark.parametrize("question", DEV_OUT, ids=lambda q: q.id)
+DEV_NEAR = {
+    "d-lighthouse",
+    "d-discover",
+    "d-wifi-speed",
+    "d-cafe-discount",
+    "d-history",
+    "d-director",
+    "d-tokyo",
+    "d-visitors",
+}
+"""Outside the knowledge, but sharing a name or topic with it: the gate lets them through, the model declines."""
+
+
+@pytest.mark.parametrize("question", [q for q in DEV_OUT if q.id not in DEV_NEAR], ids=lambda q: q.id)
 def test_gate_stops_questions_the_knowledge_does_not_cover(kiosk: Kiosk, question: Question) -> None:
     assert not kiosk.ground(question.text).known
+
+
+@pytest.mark.parametrize("question", [q for q in DEV_OUT if q.id in DEV_NEAR], ids=lambda q: q.id)
+def test_near_misses_reach_the_model(kiosk: Kiosk, question: Question) -> None:
+    grounding = kiosk.ground(question.text)
+    assert grounding.known and grounding.coverage < 0.5
 
 
 def test_small_talk_goes_to_the_model_and_the_gate_can_be_off() -> None:
@@ -307,3 +349,35 @@ def test_recognizer_prompt_is_the_venue_vocabulary_unless_configured() -> None:
     assert kiosk.asr_prompt("My own words.") == "My own words."
     off = Kiosk.from_config(config_from_dict({"kiosk": {"vocabulary_prompt": False}}))
     assert off.asr_prompt("") == ""
+
+
+def test_a_partly_covered_question_gets_its_reply_checked_against_the_knowledge(kiosk: Kiosk) -> None:
+    question = "How tall is the whale skeleton?"  # the knowledge says where it is, not how tall
+    assert kiosk.ground(question).known and kiosk.ground(question).coverage < kiosk.verify_below
+    invented = kiosk.grounded(RecordingLlm("The whale skeleton is 25 metres long and 120 years old."))
+    pieces = list(invented.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
+    assert "".join(pieces) == DONT_KNOW and invented.last_verdict == "unsupported"
+    honest = kiosk.grounded(RecordingLlm("The whale skeleton is in the whale hall on the first floor."))
+    reply = "".join(honest.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
+    assert reply == "The whale skeleton is in the whale hall on the first floor." and honest.last_verdict == "model"
+
+
+def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
+    grounded = kiosk.grounded(RecordingLlm("It is 99 euros, founded in 1700."))  # wrong, but the check is skipped
+    reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], "How much are tickets?"), max_tokens=40))
+    assert reply == "It is 99 euros, founded in 1700." and grounded.last_verdict == "model"
+
+
+@pytest.mark.parametrize(
+    ("question", "reply", "supported"),
+    [
+        ("How tall is the lighthouse?", "The lighthouse is 10 meters tall.", False),
+        ("Who is the director of the museum?", "The director of the museum is Dr. John Smith.", False),
+        ("What is the history of the harbour?", "The museum was founded in 1965.", False),
+        ("Which level is the whale hall on?", "The whale hall is on the first floor.", True),
+        ("Where do the tours leave from?", "Guided tours start at the main entrance at 11 am and 3 pm.", True),
+        ("I forgot my umbrella, who can help?", "Ask at the cloakroom, where lost property is kept.", True),
+    ],
+)
+def test_reply_support(kiosk: Kiosk, question: str, reply: str, supported: bool) -> None:
+    assert kiosk.supported(reply, question) is supported, kiosk.unsupported(reply, question)

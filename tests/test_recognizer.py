@@ -183,10 +183,32 @@ def test_bad_audio_is_a_recognizer_error(recognizer: WhisperCppRecognizer) -> No
         ("Turn on the kitchen lights.", None),
         ("Thank you for the help with the lights.", None),
         ("", None),
+        ("See you next time!", "phrase:see you next time"),
+        ("Hmm.", "phrase:hmm"),
+        ("Bye-bye.", "phrase:bye bye"),
+        ("Untertitel im Auftrag des ZDF, 2017", "credits"),
+        ("Sous-titrage Société Radio-Canada", "credits"),
+        ("So where is the shop?", None),
+        ("Okay, where is the cafe?", None),
     ],
 )
 def test_phantom_phrases(text: str, reason: str | None) -> None:
     assert phantom_reason(text) == reason
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Harbour City Museum, Lighthouse Cafe.", "prompt_echo"),  # a run of the prompt, on noise
+        ("Ada, Harbour City Museum, Lighthouse Cafe, Maps of the Sea.", "prompt_echo"),
+        ("Lighthouse Cafe?", None),  # a visitor may well say a name or two from the prompt
+        ("Where is the Lighthouse Cafe?", None),
+    ],
+)
+def test_an_echoed_initial_prompt_is_a_phantom(text: str, reason: str | None) -> None:
+    prompt = "Ada, Harbour City Museum, Lighthouse Cafe, Maps of the Sea, Quay Street."
+    assert phantom_reason(text, prompt=prompt) == reason
+    assert phantom_reason(text) is None
 
 
 def test_loop_detection() -> None:

@@ -16,9 +16,8 @@
 from __future__ import annotations
 
 import statistics
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,14 @@ from typing import Any
 import numpy as np
 
 from edgevoice.bench.audio_set import RATE, VOICES, Voice, mix_at_snr, non_speech_clips, with_pauses
+from edgevoice.bench.quality_answers import answer_all
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
-from edgevoice.bench.scoring import corpus_wer, has_fact, has_markup, is_dont_know, sentence_count, words
-from edgevoice.clock import MonotonicClock
+from edgevoice.bench.scoring import corpus_wer, words
 from edgevoice.config import Config
-from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio
-from edgevoice.kiosk.grounding import GroundedModel, Kiosk
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
 from edgevoice.models.store import ModelStore
-from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.speech_text import normalize_for_speech
 from edgevoice.vad import speech_segments
 
@@ -134,7 +131,9 @@ def run_quality(
     }
     report["questions"]["out_of_knowledge"] = len(options.questions) - report["questions"]["in_knowledge"]
     report["recognition"], transcripts = recognize_all(store, config, kiosk, asr_names, utterances, options, progress)
-    report["answers"], replies = answer_all(store, config, kiosk, llm_names, utterances, transcripts, options, progress)
+    inputs = [("text", q, q.text) for q in options.questions]
+    inputs += [(u.condition, u.question, t) for u, t in zip(utterances, transcripts, strict=True)]
+    report["answers"], replies = answer_all(store, config, kiosk, llm_names, inputs, progress)
     tts = PiperSynthesizer(*voice_files, length_scale=config.tts.length_scale)  # the kiosk's own voice settings
     try:
         report["round_trip"] = round_trip(store, config, asr_names, tts, sorted(replies), progress)
@@ -279,138 +278,6 @@ def recognition_row(
         "no_speech_found": sum(u.speech is None for u in utterances),
         "ms_per_utterance": round(1000 * statistics.mean(seconds), 1) if seconds else 0.0,
     }
-
-
-class _Silent:
-    """A synthesizer that speaks nothing audible: the answer benchmark needs the reply text, not its sound."""
-
-    sample_rate = 16000
-
-    def synthesize(self, text: str) -> Iterator[FloatAudio]:
-        yield np.zeros(1, dtype=np.float32)
-
-
-def answer_all(
-    store: ModelStore,
-    config: Config,
-    kiosk: Kiosk,
-    llm_names: Sequence[str],
-    utterances: Sequence[Utterance],
-    transcripts: Sequence[str],
-    options: QualityOptions,
-    progress: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], set[str]]:
-    from edgevoice.engines.factory import resolve
-    from edgevoice.engines.llamacpp import LlamaCppModel
-
-    inputs: list[tuple[str, Question, str]] = [("text", q, q.text) for q in options.questions]
-    inputs += [(u.condition, u.question, t) for u, t in zip(utterances, transcripts, strict=True)]
-    rows, replies = [], set()
-    c = config.llm
-    for name in llm_names:
-        progress(f"answering with {name}")
-        llm = LlamaCppModel(
-            resolve(store, "llm", name), n_ctx=c.n_ctx, threads=c.threads, n_batch=c.n_batch, seed=c.seed,
-            temperature=c.temperature, top_p=c.top_p, repeat_penalty=c.repeat_penalty,
-        )  # fmt: skip
-        try:
-            grounded = kiosk.grounded(llm)
-            llm.prefill(kiosk.prefix)
-            answered = answer_inputs(config, kiosk, grounded, sorted({text for _, _, text in inputs}))
-        finally:
-            llm.close()
-        replies |= {reply for reply, _, _ in answered.values() if reply}
-        rows.append(answer_row(name, inputs, answered, options))
-    return rows, replies
-
-
-def answer_inputs(
-    config: Config, kiosk: Kiosk, grounded: GroundedModel, texts: Sequence[str]
-) -> dict[str, tuple[str, bool, float]]:
-    """Reply, whether the gate let the question through, and seconds, for each distinct question text."""
-    clock = MonotonicClock()
-    responder = Responder(
-        _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
-        max_sentences=config.kiosk.max_sentences, clock=clock,
-    )  # fmt: skip
-    out: dict[str, tuple[str, bool, float]] = {}
-    for i, text in enumerate(texts):
-        responder.history.clear()  # every question on its own, as a new visitor asks it
-        trace = ReplyTrace(i, committed=clock.now())
-        responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
-        gate = grounded.last_grounding
-        passed = bool(text.strip()) and (gate is None or gate.known)
-        out[text] = (trace.reply, passed, (trace.done or clock.now()) - trace.committed)
-    return out
-
-
-class _Counter:
-    """The playback position of a reply that is not played: samples emitted so far."""
-
-    def __init__(self) -> None:
-        self.samples = 0
-
-    def emit(self, chunk: FloatAudio) -> int:
-        self.samples += len(chunk)
-        return self.samples
-
-
-class _NoRecognizer:
-    sample_rate = RATE
-
-    def transcribe(self, audio: FloatAudio, *, prompt: str = "") -> Transcript:
-        raise AssertionError("the answer benchmark gives the responder transcripts")
-
-
-def answer_row(
-    model: str,
-    inputs: Sequence[tuple[str, Question, str]],
-    answered: dict[str, tuple[str, bool, float]],
-    options: QualityOptions,
-) -> dict[str, Any]:
-    by_input: dict[str, Any] = {}
-    for kind in ["text", *(condition_name(c) for c in options.conditions)]:
-        rows = [(q, *answered[t]) for k, q, t in inputs if k == kind]
-        inside = [(q, r) for q, r, _, _ in rows if q.in_knowledge]
-        outside = [r for q, r, _, _ in rows if not q.in_knowledge]
-        by_input[kind] = {
-            "right_fact_percent": _pct(sum(has_fact(r, q.facts) for q, r in inside), len(inside)),
-            "dont_know_percent": _pct(sum(is_dont_know(r) for r in outside), len(outside)),
-            "false_dont_know_percent": _pct(sum(is_dont_know(r) for _, r in inside), len(inside)),
-            "gated_out_of_knowledge_percent": _pct(
-                sum(not passed for q, _, passed, _ in rows if not q.in_knowledge), len(outside)
-            ),
-        }
-    spoken = [(q, *answered[t]) for k, q, t in inputs if k != "text"]
-    replies = [r for _, r, _, _ in spoken if r]
-    inside = [(q, r) for q, r, _, _ in spoken if q.in_knowledge]
-    outside = [r for q, r, _, _ in spoken if not q.in_knowledge]
-    errors = [
-        {"question": q.text, "reply": r}
-        for kind, q, t in inputs
-        if kind == "text"
-        for r in [answered[t][0]]
-        if (has_fact(r, q.facts) if q.in_knowledge else is_dont_know(r)) is False
-    ]
-    generated = [s for _, _, passed, s in spoken if passed]
-    return {
-        "model": model,
-        "by_input": by_input,
-        "spoken": {
-            "right_fact_percent": _pct(sum(has_fact(r, q.facts) for q, r in inside), len(inside)),
-            "dont_know_percent": _pct(sum(is_dont_know(r) for r in outside), len(outside)),
-        },
-        "reply_words_mean": round(statistics.mean(len(words(r)) for r in replies), 1) if replies else 0.0,
-        "reply_sentences_mean": round(statistics.mean(sentence_count(r) for r in replies), 2) if replies else 0.0,
-        "reply_sentences_max": max((sentence_count(r) for r in replies), default=0),
-        "replies_with_markup": sum(has_markup(r) for r in replies),
-        "seconds_per_generated_reply": round(statistics.mean(generated), 2) if generated else 0.0,
-        "text_errors": errors,
-    }
-
-
-def _pct(n: int, total: int) -> float | None:
-    return round(100 * n / total, 1) if total else None
 
 
 def round_trip(

@@ -35,13 +35,15 @@ def format_quality(report: dict[str, Any]) -> str:
     lines += [
         "",
         "Answers (right fact: questions in the knowledge; don't know: questions outside it)",
-        f"  {'model':<28} {'input':<7} {'right fact':>10} {'dont know':>10} {'false dk':>9} {'gated out':>10}",
+        f"  {'model':<28} {'input':<7} {'right fact':>10} {'dont know':>10} {'false dk':>9} {'gated out':>10}"
+        f" {'replaced':>9}",
     ]
     for row in report["answers"]:
         for kind, m in row["by_input"].items():
             lines.append(
                 f"  {row['model']:<28} {kind:<7} {_f(m['right_fact_percent']):>10} {_f(m['dont_know_percent']):>10}"
                 f" {_f(m['false_dont_know_percent']):>9} {_f(m['gated_out_of_knowledge_percent']):>10}"
+                f" {_f(m['replaced_percent']):>9}"
             )
         s = row["spoken"]
         lines.append(

@@ -12,8 +12,8 @@ ignores whisper.cpp's return codes, and a model argument that is not a file make
 Whisper invents text on silence and noise ("you", "Thank you.", "[BLANK_AUDIO]", subtitle credits). Defences, in
 order: very short or digitally silent audio and white-like noise never reach the model; whisper.cpp drops a window
 whose no-speech probability exceeds ``no_speech_threshold`` (see :meth:`WhisperCppRecognizer._params`); known
-phantom phrases and pure sound tags are removed. ``Transcript.filtered`` says which defence fired. These are a
-second line: the pipeline's voice activity detector is the first.
+phantom phrases, pure sound tags and an initial prompt echoed back are removed. ``Transcript.filtered`` says which
+defence fired. These are a second line: the pipeline's voice activity detector is the first.
 """
 
 from __future__ import annotations
@@ -72,6 +72,20 @@ DEFAULT_PHANTOM_PHRASES: frozenset[str] = frozenset(
         "applause",
         "laughter",
         "the end",
+        "thank you so much",
+        "thanks",
+        "see you next time",
+        "see you in the next video",
+        "i will see you next time",
+        "bye",
+        "bye bye",
+        "so",
+        "oh",
+        "hmm",
+        "um",
+        "uh",
+        "okay",
+        "ok",
     }
 )
 """Whole transcripts (normalised: lower case, no punctuation) that Whisper produces on non-speech."""
@@ -80,7 +94,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _TAG = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫♬♩]+")
 _CREDITS = re.compile(
     r"\b(subtitles?|subtitled|captions?|captioned|transcription|transcribed|translated|translation)"
-    r"(\s+\w+)?\s+(by|from)\b|amara\.org",
+    r"(\s+\w+)?\s+(by|from)\b|amara\.org|\buntertitel\b|\bsous-titr|\bsubt[ií]tulos\b",
     re.IGNORECASE,
 )
 
@@ -91,8 +105,13 @@ def normalise(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES) -> str | None:
-    """Why ``text`` looks like a Whisper phantom (``"credits"``, ``"sound_tag"``, ``"phrase:<words>"``), or None."""
+PROMPT_ECHO_WORDS = 4
+"""A transcript of at least this many words found word for word in the initial prompt is the prompt echoed back."""
+
+
+def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES, prompt: str = "") -> str | None:
+    """Why ``text`` looks like a Whisper phantom (``"credits"``, ``"sound_tag"``, ``"phrase:<words>"``,
+    ``"prompt_echo"``: the initial prompt, or a run of it, repeated on noise), or None."""
     if _CREDITS.search(text):
         return "credits"
     words = normalise(_TAG.sub(" ", text))
@@ -100,6 +119,8 @@ def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES)
         return "sound_tag" if text.strip() else None
     if words in phrases:
         return f"phrase:{words}"
+    if prompt and len(words.split()) >= PROMPT_ECHO_WORDS and f" {words} " in f" {normalise(prompt)} ":
+        return "prompt_echo"
     return None
 
 
@@ -291,7 +312,7 @@ class WhisperCppRecognizer:
         if text is None:
             # pywhispercpp 1.5.1 does not expose the probability itself: all we know is that it exceeded the threshold.
             return Transcript(text="", no_speech_prob=self.no_speech_threshold, filtered="no_speech")
-        reason = phantom_reason(text, self.phantom_phrases)
+        reason = phantom_reason(text, self.phantom_phrases, prompt)
         if reason is not None:
             return Transcript(text="", filtered=reason)
         return Transcript(text=text)

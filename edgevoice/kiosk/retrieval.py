@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BM25Index", "Match", "terms"]
+__all__ = ["BM25Index", "Match", "near", "terms"]
 
 STOP_WORDS = frozenset(
     """a about above after again all also am an and any anything are as at be been before being below between both
@@ -29,7 +29,8 @@ STOP_WORDS = frozenset(
     so some something such tell than thank thanks that the their them then there these they this those through to
     too under until up us very was way we were what when where which while who whom why will with would yes you
     your yours hello hi hey excuse sorry okay ok want wanted i'd i'm there's what's where's place somewhere anywhere
-    someone somebody anyone anybody thing things use using current currently actually maybe find located""".split()  # noqa: SIM905
+    someone somebody anyone anybody thing things use using current currently actually maybe find located i've you're
+    it's that's we're they're don't doesn't can't won't isn't aren't till come coming visit visiting many""".split()  # noqa: SIM905
 )
 
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -44,12 +45,23 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "opening",
         "closing",
         "shut",
+        "time",
         "morning",
         "afternoon",
         "evening",
         "tonight",
+    ),
+    "day": (
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
         "today",
         "weekend",
+        "weekday",
     ),
     "cafe": ("cafe", "café", "coffee", "restaurant", "food", "eat", "drink", "snack", "lunch", "canteen", "cafeteria"),
     "shop": ("shop", "store", "souvenir", "gift", "buy", "sell", "sold", "postcard"),
@@ -119,7 +131,7 @@ def terms(text: str) -> list[str]:
     return out
 
 
-def _near(a: str, b: str) -> bool:
+def near(a: str, b: str) -> bool:
     """One word starts with the other (five letters or more: ``photograph``, ``photography``), or the edit distance
     is at most 1 (words of 4-6 letters) or 2 (7 or more), with the same first letter."""
     if a[0] != b[0] or min(len(a), len(b)) < 4:
@@ -167,7 +179,7 @@ class BM25Index:
         out = []
         for term in dict.fromkeys(terms(question)):
             if term not in self.idf:
-                term = next((v for v in self.idf if _near(term, v)), term)
+                term = next((v for v in self.idf if near(term, v)), term)
             out.append(term)
         return list(dict.fromkeys(out))
 
