@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from edgevoice.bench.cli import add_bench_parser
     from edgevoice.models.cli import add_models_parser
     from edgevoice.selftest.cli import add_selftest_parser
+    from edgevoice.tune import add_tune_parser
 
     parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
     parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_models_parser(sub)
     add_selftest_parser(sub)
+    add_tune_parser(sub)
     return parser
 
 

@@ -95,6 +95,7 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
                 threads=config.tts.threads,
                 length_scale=config.tts.length_scale,
                 sentence_silence_ms=config.tts.sentence_silence_ms,
+                provider=config.tts.provider,
             ),
         )
     except BaseException:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import onnxruntime as ort
 
 from edgevoice.errors import ModelFormatError, ModelMissingError
+
+log = logging.getLogger(__name__)
+PROVIDERS = {"cpu": ("CPUExecutionProvider",), "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider")}
+"""Config names of execution providers -> ONNX Runtime's, in order of preference."""
+
+
+def available_providers() -> list[str]:
+    """The config names whose first ONNX Runtime provider this installation has."""
+    have = set(ort.get_available_providers())
+    return [name for name, chain in PROVIDERS.items() if chain[0] in have]
 
 
 def open_session(
@@ -26,6 +37,8 @@ def open_session(
     options.log_severity_level = 3
     available = set(ort.get_available_providers())
     chosen = [p for p in providers if p in available] or ["CPUExecutionProvider"]
+    if chosen[0] != providers[0]:
+        log.warning("%s is not available in this onnxruntime; %s runs on %s", providers[0], path.name, chosen[0])
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=chosen)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf/... types

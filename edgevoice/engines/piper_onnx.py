@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgevoice.engines.onnx_session import open_session
+from edgevoice.engines.onnx_session import PROVIDERS, open_session
 from edgevoice.errors import ModelFormatError, ModelMissingError, SynthesizerError
 from edgevoice.interfaces import FloatAudio
 
@@ -34,8 +34,10 @@ class PiperSynthesizer:
         noise_scale: float | None = None,
         noise_w: float | None = None,
         sentence_silence_ms: int = 0,
+        provider: str = "cpu",
     ) -> None:
-        """``length_scale``, ``noise_scale`` and ``noise_w`` default to the voice's own values; with both noise
+        """``provider``: "cpu" or "cuda" (ONNX Runtime's CUDA provider, falling back to the CPU where absent).
+        ``length_scale``, ``noise_scale`` and ``noise_w`` default to the voice's own values; with both noise
         values at 0 the output is deterministic (the voice's sampling noise makes every rendering different)."""
         from piper.config import PiperConfig  # piper imports onnxruntime; keep it off the import path of edgevoice
 
@@ -46,7 +48,7 @@ class PiperSynthesizer:
             self._config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
         except (ValueError, KeyError) as exc:
             raise ModelFormatError(f"{config_path} is not a Piper voice config ({exc})") from exc
-        self._session = open_session(model_path, threads=threads)
+        self._session = open_session(model_path, threads=threads, providers=PROVIDERS[provider])
         self.sample_rate: int = self._config.sample_rate
         self._scales = np.array(
             [

@@ -1,0 +1,123 @@
+"""`edgevoice selftest`: the verdict and table on synthetic sessions, and a short real run through the audio stack
+that writes the report and the chart and exits by the budget."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgevoice.selftest.chart import waterfall
+from edgevoice.selftest.report import SPEAKER_SIDE, TRACE_TOTAL, exit_code, report, rows, table
+from edgevoice.selftest.session import SessionResult
+from edgevoice.trace import STAGE_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def turn(total_ms: float) -> dict[str, object]:
+    """A turn record whose stages split ``total_ms`` evenly."""
+    share = total_ms / len(STAGE_NAMES)
+    return {
+        "event": "turn",
+        "transcript": "Where is the cafe?",
+        "reply": "Upstairs.",
+        "voice_to_voice_ms": total_ms,
+        "stages_ms": dict.fromkeys(STAGE_NAMES, share),
+    }
+
+
+def session(totals: list[float], speaker: list[float | None] | None = None) -> SessionResult:
+    return SessionResult(
+        turns=[turn(t) for t in totals],
+        speaker_side_s=speaker if speaker is not None else [(t + 20) / 1000 for t in totals],
+        stopped={"input_overruns": 0, "output_underruns": 0},
+    )
+
+
+def test_the_verdict_is_taken_on_the_speaker_side_p95() -> None:
+    result = session([300, 320, 340, 360, 900])  # p95 of (t + 20 ms) is about 830 ms
+    assert exit_code(result, budget_ms=500) == 1
+    assert exit_code(result, budget_ms=1000) == 0
+    data = report(result, 500)
+    assert data["verdict"] == "over budget" and data["verdict_on"] == SPEAKER_SIDE
+    by_name = {r["name"]: r for r in data["table"]}
+    assert by_name[SPEAKER_SIDE]["p50_ms"] == 360.0
+    assert by_name[TRACE_TOTAL]["p50_ms"] == 340.0
+
+
+def test_without_speaker_side_measurements_the_trace_decides_and_unanswered_turns_fail() -> None:
+    result = session([200, 220, 240], speaker=[None, None, None])
+    assert exit_code(result, budget_ms=500) == 0
+    assert report(result, 500)["verdict_on"] == TRACE_TOTAL
+    unanswered = session([200, 220])
+    unanswered.turns.append({"event": "turn", "transcript": "", "voice_to_voice_ms": None, "stages_ms": {}})
+    unanswered.speaker_side_s.append(None)
+    assert exit_code(unanswered, budget_ms=10_000) == 2
+    assert exit_code(SessionResult(), budget_ms=10_000) == 2
+
+
+def test_stage_shares_add_up_and_the_table_flags_stages_over_their_budget() -> None:
+    result = session([400, 400, 400])
+    table_rows = rows(result, 500)
+    stage_rows = [r for r in table_rows if r.name in STAGE_NAMES]
+    assert [r.name for r in stage_rows] == list(STAGE_NAMES)
+    assert sum(r.share or 0 for r in stage_rows) == pytest.approx(1.0)
+    assert sum(r.budget_ms for r in stage_rows) == pytest.approx(500)  # the stage budgets split the total budget
+    text = table(result, 500)
+    assert "endpointing" in text and "over" in text  # 50 ms each: capture (20 ms budget) is over
+    assert sum(r.budget_ms for r in rows(result, 1000) if r.name in STAGE_NAMES) == pytest.approx(1000)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_the_waterfall_chart_is_a_png_with_a_row_per_turn(tmp_path: Path) -> None:
+    few, many = tmp_path / "few.png", tmp_path / "many.png"
+    waterfall(session([300, 400]), few, budget_ms=500)
+    waterfall(session([300] * 8), many, budget_ms=500)
+    (w1, h1), (w2, h2) = png_size(few), png_size(many)
+    assert w1 == w2 and h2 > h1  # taller with more turns
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_budget(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from tests.conftest_audio import pulse_available
+
+    if reason := pulse_available():
+        pytest.skip(reason)
+    report_path, chart_path = tmp_path / "report.json", tmp_path / "chart.png"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "edgevoice", "selftest", "--turns", "2", "--budget-ms", "50"),
+            *("--report", str(report_path), "--chart", str(chart_path)),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]  # nothing answers within 50 ms
+    assert "voice-to-voice (speaker side)" in proc.stdout and "over budget" in proc.stdout
+    data = json.loads(report_path.read_text())
+    assert data["exit_code"] == 1 and len(data["turns"]) == 2
+    assert all(t["reply"] and t["voice_to_voice_ms"] > 0 for t in data["turns"])
+    assert all(s is not None and 0.05 < s / 1000 < 10 for s in data["speaker_side_ms"])
+    stages = {r["name"]: r for r in data["table"]}
+    assert all(stages[name]["n"] == 2 for name in STAGE_NAMES)
+    assert data["stopped"]["input_overruns"] == 0
+    assert png_size(chart_path)[0] > 500
+    # the same session judged against a generous budget passes
+    result = SessionResult(turns=data["turns"], speaker_side_s=[s / 1000 for s in data["speaker_side_ms"]])
+    assert exit_code(result, budget_ms=60_000) == 0
