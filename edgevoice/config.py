@@ -118,6 +118,12 @@ class EndpointingConfig:
 @dataclass(frozen=True)
 class KioskConfig:
     name: str = "Ada"
+    fallback_phrase: str = "Sorry, could you say that again?"
+    """Spoken when a turn fails (an engine raised or hung) or no reply audio came within ``reply_budget_s``; it is
+    synthesized once at start-up, so it plays whatever state the engines are in."""
+    reply_budget_s: float = field(default=4.0, metadata=_rng(0.5, 60.0))
+    """Longest wait from the end of a turn to its first reply audio before the reply is abandoned for the
+    fallback phrase."""
     persona: str = SAMPLE_PERSONA
     knowledge: str = SAMPLE_KNOWLEDGE
     knowledge_file: str = ""

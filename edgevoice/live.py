@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from edgevoice.aec import EchoCanceller
 from edgevoice.audio_io import InputStream, OutputStream
 from edgevoice.capture import CaptureFrontEnd
@@ -19,11 +21,12 @@ from edgevoice.config import Config
 from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig
 from edgevoice.errors import AudioDeviceError
-from edgevoice.interfaces import EndOfTurn
+from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.loop import RATE, Turn, VoiceLoop
 from edgevoice.pipeline import Engines
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
+from edgevoice.speech_text import normalize_for_speech
 from edgevoice.trace import TurnTimeline, speech_end_index
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,14 @@ def endpoint_config(config: Config) -> EndpointConfig:
     )
 
 
+def speak_once(engines: Engines, text: str) -> FloatAudio | None:
+    """``text`` synthesized now (at start-up), for playing later whatever state the engines are in."""
+    if not text.strip():
+        return None
+    chunks = list(engines.synthesizer.synthesize(normalize_for_speech(text)))
+    return np.concatenate(chunks).astype(np.float32) if chunks else None
+
+
 def _device(value: str) -> str | int | None:
     if not value:
         return None
@@ -114,6 +125,9 @@ class LiveAssistant:
             reference=self.reference,
             barge_in_level_db=config.audio.barge_in_level_db if echo is not None else None,
             compute_nice=config.audio.compute_nice,
+            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
+            fallback_text=config.kiosk.fallback_phrase,
+            reply_budget_s=config.kiosk.reply_budget_s,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None

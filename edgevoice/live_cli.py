@@ -44,6 +44,8 @@ def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_ra
         "speech_end_s": round(turn.speech_end_t, 3),
         "committed_s": round(turn.committed_t, 3),
         "underruns": trace.underruns,
+        "fallback": trace.fallback,
+        "error": trace.error,
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
     }

@@ -28,7 +28,7 @@ from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.playback import PlaybackControl
 from edgevoice.priority import lower_this_thread
-from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.responder import ReplyTrace, Responder, SpokenClause
 from edgevoice.ring import SharedRing
 from edgevoice.streaming_asr import StreamingTranscriber
 
@@ -41,6 +41,17 @@ PARTIAL_FRAMES = 31
 """A partial transcript about every second of a turn in progress."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
+
+
+@dataclass
+class _Reply:
+    """The reply in progress, as the listener's budget check and the responder both see it."""
+
+    turn_id: int
+    committed: float
+    trace: ReplyTrace
+    fallback: str | None = None
+    """Why the fallback phrase replaced the reply ("error", "late"); None while the reply is its own."""
 
 
 @dataclass(frozen=True)
@@ -78,12 +89,19 @@ class VoiceLoop:
         reference: SharedRing | None = None,
         barge_in_level_db: float | None = None,
         compute_nice: int = 0,
+        fallback_audio: FloatAudio | None = None,
+        fallback_text: str = "",
+        reply_budget_s: float | None = None,
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller). ``barge_in_level_db``: with an
         echo-cancelled microphone, arm a :class:`~edgevoice.capture.NearEndGate` at that level (:attr:`gate`, which
         the capture callback feeds) so the speaker pauses before the VAD confirms a barge-in. ``compute_nice``:
         how much lower the CPU priority of the responder and recognition threads is than the listener's.
+
+        ``fallback_audio`` (the fallback phrase, synthesized at start-up) is played instead of a reply that failed,
+        or that queued no audio within ``reply_budget_s`` of the end of the turn: the reply's work is cancelled
+        and the visitor hears the phrase whatever state the engines are in (a hung engine included).
 
         ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
         queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial
@@ -125,6 +143,13 @@ class VoiceLoop:
             nice=compute_nice,
         )
         self._compute_nice = compute_nice
+        self.fallback_audio = fallback_audio
+        self.fallback_text = fallback_text
+        self.reply_budget_s = reply_budget_s
+        self.fallbacks = 0
+        self._reply: _Reply | None = None
+        self._produce = threading.Lock()
+        """The playback ring has one producer at a time: the reply (responder thread) or the fallback phrase."""
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -173,6 +198,7 @@ class VoiceLoop:
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
             if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
+                self._check_budget()  # no microphone audio (a dead device): the reply budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():
                 frame = self.mic.read(FRAME)
@@ -192,6 +218,7 @@ class VoiceLoop:
 
     def _on_frame(self, frame: FloatAudio) -> None:
         t = self.samples_in / RATE
+        self._check_budget()
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
         self._preroll.append(frame)
         if self._turn is not None:
@@ -284,11 +311,12 @@ class VoiceLoop:
             self._cancel.clear()
             self._current_turn = turn.turn_id
             self._reply_samples = 0
-            self._replying.set()
-            self._arm_gate(True)
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             trace.stream_start = start
+            reply = self._reply = _Reply(turn.turn_id, turn.committed_wall, trace)
+            self._replying.set()
+            self._arm_gate(True)
             underruns = self.speaker.stats().underrun_events
             try:
                 transcript = self.asr.finish(
@@ -301,24 +329,67 @@ class VoiceLoop:
             except EdgeVoiceError as exc:
                 log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
                 self.errors.append(exc)
+                trace.error = exc.code
+                self._fallback(reply, "error")
             except Exception as exc:  # an engine bug must cost one turn, not the service
                 error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
                 log.exception("turn %d failed: %s", turn.turn_id, error)
                 self.errors.append(error)
+                trace.error = error.code
+                self._fallback(reply, "error")
             finally:
                 self.playback.expect_audio = False
-                trace.cancelled = self._cancel.is_set()
+                trace.fallback = reply.fallback
+                trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
                 trace.underruns = self.speaker.stats().underrun_events - underruns
                 if trace.cancelled:
                     self.playback.wait_flushed(self._stop)  # so the count of samples played is final
-                played = self.playback.played - start if trace.cancelled else None
-                self.responder.commit(trace, played)
+                if reply.fallback is None:  # a failed turn leaves no trace in the conversation
+                    self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+                else:
+                    trace.reply = self.fallback_text  # what the visitor heard
+                    self._wait_played(fallback=True)
                 self._arm_gate(False)
                 self._replying.clear()
+                self._reply = None
             if not self._stop.is_set():
                 self.responder.prefill_history()
             if self.on_trace is not None:
                 self.on_trace(trace, turn)
+
+    # -- fallback ------------------------------------------------------------------------------------------------
+    def _check_budget(self) -> None:
+        """Listener: a reply with no audio queued ``reply_budget_s`` after its turn ended gets the fallback."""
+        reply, budget = self._reply, self.reply_budget_s
+        if (
+            reply is not None
+            and budget is not None
+            and reply.fallback is None
+            and reply.trace.first_sample_queued is None
+            and not self._cancel.is_set()
+            and self.clock.now() - reply.committed > budget
+        ):
+            log.warning("turn %d: no reply within %.1f s: fallback phrase", reply.turn_id, budget)
+            self._fallback(reply, "late")
+
+    def _fallback(self, reply: _Reply, reason: str) -> None:
+        """Replace the reply with the fallback phrase (from any thread): cancel its work and queue the phrase, unless
+        the visitor barged in, the reply already spoke, or there is no phrase."""
+        with self._produce:
+            if reply.fallback is not None or self._reply is not reply:
+                return
+            if self._cancel.is_set() or self._reply_samples > 0 or self.fallback_audio is None:
+                return  # a barge-in, or the reply already speaks (its first audio is in the ring)
+            reply.fallback = reason
+            self._cancel.set()  # the reply's language model and synthesizer stop at their next token or clause
+            self.fallbacks += 1
+            start = self._reply_samples
+            self._write(self.fallback_audio)  # the ring holds a minute; a failed reply queued nothing
+            now = self.clock.now()
+            trace = reply.trace
+            trace.first_audio = trace.first_sample_queued = now
+            trace.clauses.append(SpokenClause(self.fallback_text, start, self._reply_samples))
+        self.on_event("fallback", reply.turn_id, reason)
 
     def _queued_s(self) -> float:
         return self.speaker.available() / self.responder.synthesizer.sample_rate
@@ -337,19 +408,28 @@ class VoiceLoop:
         return n
 
     def _emit(self, audio: FloatAudio) -> int:
-        """Queue synthesized audio for playback, waiting for room (never dropping).
+        """Queue synthesized audio for playback, waiting for room (never dropping), until the reply is cancelled.
 
         Returns the end position of this audio within the current reply (samples)."""
         rest = audio
         while len(rest) and not self._cancel.is_set():
-            n = self.speaker.write(rest[: self.speaker.free()]) if self.speaker.free() else 0
+            with self._produce:
+                if self._cancel.is_set():  # a fallback took over while this thread waited
+                    break
+                n = self._write(rest)
             rest = rest[n:]
-            self._reply_samples += n
             if len(rest):
                 self._stop.wait(0.01)
         return self._reply_samples
 
-    def _wait_played(self) -> None:
-        """Barge-in stays armed until the reply has left the ring."""
-        while self.speaker.available() > 0 and not self._cancel.is_set() and not self._stop.is_set():
+    def _write(self, audio: FloatAudio) -> int:
+        """Write what fits into the playback ring (caller holds ``_produce``); returns how many samples went in."""
+        free = self.speaker.free()
+        n = self.speaker.write(audio[:free]) if free else 0
+        self._reply_samples += n
+        return n
+
+    def _wait_played(self, *, fallback: bool = False) -> None:
+        """Barge-in stays armed until the reply has left the ring (a fallback phrase is simply played out)."""
+        while self.speaker.available() > 0 and not self._stop.is_set() and (fallback or not self._cancel.is_set()):
             self._stop.wait(0.02)

@@ -65,6 +65,11 @@ class ReplyTrace:
     """Playback-stream position of the reply's sample 0 (clauses count from there); None outside the live loop."""
     underruns: int = 0
     """Times the speaker ran dry while this reply played."""
+    fallback: str | None = None
+    """Why the fallback phrase was spoken instead of a reply ("error": a stage failed; "late": no reply audio within
+    the reply budget); None for a reply of its own."""
+    error: str | None = None
+    """The code of the error that ended the turn, if one did."""
 
 
 class Responder:

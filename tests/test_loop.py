@@ -195,11 +195,18 @@ class FlakyLlm(FakeLlm):
         yield from super().stream_reply(messages, max_tokens=max_tokens)
 
 
-def test_a_crashing_stage_costs_one_turn_and_the_next_turn_works(rings: tuple[SharedRing, SharedRing]) -> None:
+FALLBACK = np.full(2205, -0.2, dtype=np.float32)
+"""Stands in for the synthesized fallback phrase: a level no fake reply has."""
+
+
+def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
+    loop.fallback_audio, loop.fallback_text = FALLBACK, "Sorry?"
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
-    with running(loop):
+    with running(loop) as played:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
         assert done.wait(10)
         done.clear()
@@ -207,7 +214,62 @@ def test_a_crashing_stage_costs_one_turn_and_the_next_turn_works(rings: tuple[Sh
         assert done.wait(10)
     (error,) = loop.errors
     assert error.code == "stage_unexpected" and "engine crashed" in str(error)
-    assert [t.reply for t in traces] == ["", "It is upstairs."]
+    assert [t.reply for t in traces] == ["Sorry?", "It is upstairs."]
+    assert [t.fallback for t in traces] == ["error", None] and traces[0].error == "stage_unexpected"
+    assert not traces[0].cancelled  # a failure, not a barge-in
+    audio = np.concatenate(played)
+    assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)  # the whole phrase played, once
+    assert np.flatnonzero(np.isclose(audio, -0.2))[-1] < np.flatnonzero(np.isclose(audio, 0.1))[0]  # before turn 2
+    # the failed turn left no trace in the conversation
+    assert [m.content for m in responder.history] == ["Where is the cafe?", "It is upstairs."]
+
+
+class HangingLlm(FakeLlm):
+    """Its first reply blocks (a hung engine) until released, then works."""
+
+    def __init__(self, reply: str, clock: ManualClock) -> None:
+        super().__init__(reply, clock, per_token=0.0)
+        self.release = threading.Event()
+        self.hanging = threading.Event()
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        if not self.prompts:
+            self.hanging.set()
+            self.release.wait(10)
+        yield from super().stream_reply(messages, max_tokens=max_tokens)
+
+
+def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_dropped(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
+    loop.fallback_audio, loop.fallback_text, loop.reply_budget_s = FALLBACK, "Sorry?", 0.3
+    llm = HangingLlm("It is upstairs.", ManualClock())
+    responder.llm = llm
+    fallbacks: list[tuple[int, str]] = []
+    loop.on_event = lambda name, turn, text: fallbacks.append((turn, text)) if name == "fallback" else None
+    with running(loop) as played:
+        mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # the listener runs on: 1.5 s
+        assert llm.hanging.wait(10)
+        deadline = time.monotonic() + 10
+        while not fallbacks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fallbacks == [(1, "late")]
+        assert not done.is_set()  # the engine still hangs, the phrase plays all the same
+        llm.release.set()
+        assert done.wait(10)
+        done.clear()
+        mic.write(np.concatenate([speech(0.8), silence(0.6)]))
+        assert done.wait(10)
+    first, second = traces
+    assert first.fallback == "late" and first.reply == "Sorry?" and first.first_sample_queued is not None
+    assert first.first_sample_queued - first.committed < 0.3 + 0.2  # budget, plus one 32 ms frame and scheduling
+    assert second.fallback is None and second.reply == "It is upstairs."
+    audio = np.concatenate(played)
+    assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)
+    # only the second turn's reply: nothing the hung engine produced once released
+    assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in second.clauses) > 0
 
 
 class CountingRecognizer:
