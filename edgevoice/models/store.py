@@ -262,6 +262,40 @@ class ModelStore:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
+    # --- offline bundles ---------------------------------------------------------------------------------------------
+
+    def bundle(
+        self, directory: Path, names: Sequence[str] = (), *, progress: bool = True, find_links: Path | None = None
+    ) -> list[Path]:
+        """Writes an offline bundle into ``directory``: the pinned distributions of the named models (the defaults
+        when ``names`` is empty), each checked against its sha256, plus the manifest they are pinned in and a
+        ``SHA256SUMS`` file. ``edgevoice models install --find-links DIR`` installs from it with no network.
+
+        Distributions come from the download cache (hard-linked when it is on the same file system), ``find_links``,
+        or the package index. Returns the distribution files in the bundle."""
+        directory = Path(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelInstallError(f"cannot create the bundle directory {directory}: {exc}") from exc
+        written: dict[Path, str] = {}
+        for spec in self.manifest.select(names):
+            for src in spec.sources:
+                dist = fetch_distribution(src, self.download_cache, find_links, progress=progress)
+                target = directory / dist.name
+                if target not in written:
+                    _place(dist, target)
+                    written[target] = src.sha256
+                    report(progress, f"bundled {target.name}")
+        try:
+            if self.manifest.path is not None:
+                shutil.copyfile(self.manifest.path, directory / "manifest.toml")
+            sums = "".join(f"{sha}  {path.name}\n" for path, sha in sorted(written.items()))
+            (directory / "SHA256SUMS").write_text(sums, encoding="utf-8")
+        except OSError as exc:
+            raise ModelInstallError(f"cannot write the bundle's manifest into {directory}: {exc}") from exc
+        return list(written)
+
     # --- verification stamps -----------------------------------------------------------------------------------------
 
     def _read_stamps(self) -> dict[str, Any]:
@@ -320,6 +354,23 @@ def _stat_or_none(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
+
+
+def _place(source: Path, target: Path) -> None:
+    """``target`` becomes a hard link to (same file system) or a copy of ``source``, replaced atomically."""
+    if target.exists() and os.path.samefile(source, target):
+        return
+    tmp = target.with_name(f".{target.name}.part")
+    try:
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ModelInstallError(f"cannot write {target}: {exc}") from exc
 
 
 def _fsync(path: Path) -> None:
