@@ -122,6 +122,8 @@ class CaptureFrontEnd:
         self.failures = 0
         """10 ms frames passed on uncancelled because the echo canceller failed."""
         self.last_error: EdgeVoiceError | None = None
+        self.invalid_samples = 0
+        """NaN or infinite samples from the device, replaced by silence (or full scale) before anything used them."""
         self._pending = np.zeros(0, dtype=np.float32)
         self._received = 0
         self._anchor = SampleAnchor(RATE)
@@ -136,6 +138,9 @@ class CaptureFrontEnd:
         self._anchor = SampleAnchor(RATE)
 
     def __call__(self, frames: FloatAudio, t_adc: float = 0.0) -> None:
+        if not np.isfinite(frames).all():  # a float device gone wrong: never let NaN reach the canceller or models
+            self.invalid_samples += int(np.count_nonzero(~np.isfinite(frames)))
+            frames = np.clip(np.nan_to_num(frames, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0).astype(np.float32)
         self._anchor.add(t_adc, self._received)
         self._received += len(frames)
         if self.echo is None:

@@ -10,6 +10,7 @@ Stream time is counted in microphone samples, so the listener's logic is the sam
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import queue
@@ -39,6 +40,8 @@ FRAME = 512
 PREROLL_S = 0.3
 PARTIAL_FRAMES = 31
 """A partial transcript about every second of a turn in progress."""
+PARTIAL_MAX_FRAMES = 313
+"""A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
@@ -130,6 +133,9 @@ class VoiceLoop:
         self._reply_samples = 0
         self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
         self._turn: list[FloatAudio] | None = None
+        self._held: Turn | None = None
+        """A turn that reached ``max_turn_s``, waiting for the visitor to pause before it is answered."""
+        self._held_silence = 0
         self._turn_id = 0
         self._segment_start = 0
         self._last_partial = 0
@@ -153,6 +159,7 @@ class VoiceLoop:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
+        self.responder.resume()  # a model interrupted when an earlier loop closed works again
         self.asr.start()
         for name, target in (("listener", self._listen), ("responder", self._respond)):
             thread = threading.Thread(target=target, name=f"edgevoice-{name}", daemon=False)
@@ -188,6 +195,15 @@ class VoiceLoop:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def idle(self) -> bool:
+        """Nothing in progress: the microphone ring read out, no turn open, held or queued, no reply playing."""
+        return (
+            self.mic.available() < FRAME
+            and self._turn is None
+            and self._held is None
+            and self._turns.unfinished_tasks == 0  # queued or being answered (task_done after its trace)
+        )
+
     @property
     def false_barge_ins(self) -> int:
         """Level-triggered pauses the VAD did not confirm (the reply resumed)."""
@@ -220,6 +236,9 @@ class VoiceLoop:
         t = self.samples_in / RATE
         self._check_budget()
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
+        if self._held is not None:
+            self._hold(probability)
+            return
         self._preroll.append(frame)
         if self._turn is not None:
             self._turn.append(frame)
@@ -258,24 +277,40 @@ class VoiceLoop:
             elif isinstance(event, TurnEnd) and self._turn is not None:
                 audio = np.concatenate(self._turn)
                 tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
-                self._turns.put(
-                    Turn(
-                        self._turn_id,
-                        audio,
-                        event.speech_end_t,
-                        t,
-                        self.clock.now(),
-                        event.reason,
-                        tail,
-                        speculation_valid=self._spec_valid,
-                        start_index=self.samples_in - len(audio),
-                    )
+                turn = Turn(
+                    self._turn_id,
+                    audio,
+                    event.speech_end_t,
+                    t,
+                    self.clock.now(),
+                    event.reason,
+                    tail,
+                    speculation_valid=self._spec_valid and event.reason != "max_length",
+                    start_index=self.samples_in - len(audio),
                 )
                 self._turn = None
+                if event.reason == "max_length":  # a monologue: answer what was kept once the visitor pauses
+                    log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
+                    self._held, self._held_silence = turn, 0
+                    return
+                self._turns.put(turn)
         speaking = self.endpointer.state == EndpointState.SPEECH
         if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
-            self.asr.partial(np.concatenate(self._turn[self._segment_start :]))
+            recent = self._turn[max(self._segment_start, len(self._turn) - PARTIAL_MAX_FRAMES) :]
+            self.asr.partial(np.concatenate(recent))
+
+    def _hold(self, probability: float) -> None:
+        """A turn cut at ``max_turn_s`` waits for the visitor's pause: ``silence_ms`` below the VAD's low threshold.
+        Speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in."""
+        assert self._held is not None
+        cfg = self.endpointer.config
+        self._held_silence = self._held_silence + 1 if probability < cfg.neg_threshold else 0
+        if self._held_silence * FRAME / RATE * 1000 >= cfg.silence_ms:
+            t = self.samples_in / RATE
+            held, self._held = self._held, None
+            self._turns.put(dataclasses.replace(held, committed_t=t, committed_wall=self.clock.now()))
+            self.endpointer.reset(t=t)
 
     def _watch_for_silence(self, probability: float) -> None:
         """Start decoding the moment the visitor falls silent (speculation), so that recognition runs while the
@@ -354,8 +389,11 @@ class VoiceLoop:
                 self._reply = None
             if not self._stop.is_set():
                 self.responder.prefill_history()
-            if self.on_trace is not None:
-                self.on_trace(trace, turn)
+            try:
+                if self.on_trace is not None:
+                    self.on_trace(trace, turn)
+            finally:
+                self._turns.task_done()
 
     # -- fallback ------------------------------------------------------------------------------------------------
     def _check_budget(self) -> None:

@@ -157,6 +157,12 @@ class Responder:
         if interrupt is not None:
             interrupt()
 
+    def resume(self) -> None:
+        """Undo :meth:`interrupt`: a new loop starts with this responder's model."""
+        resume = getattr(self.llm, "resume", None)
+        if resume is not None:
+            resume()
+
     def prefill_history(self) -> bool:
         """Put the conversation so far into the KV cache while the visitor listens, so the next turn's prefill
         only has the new question left to evaluate."""

@@ -170,8 +170,12 @@ class LlamaCppModel:
 
     def interrupt(self) -> None:
         """Make a prefill or generation in progress on another thread stop at its next chunk or token (raising
-        ``llm_interrupted``), and every later one at once: the first step of shutting down."""
+        ``llm_interrupted``), and every later one at once until :meth:`resume`: the first step of shutting down."""
         self._interrupted.set()
+
+    def resume(self) -> None:
+        """Accept work again after :meth:`interrupt` (a new loop on the same model)."""
+        self._interrupted.clear()
 
     def close(self) -> None:
         """Free the model. Only once no thread uses it any more (:meth:`interrupt`, then join the users)."""
