@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ from edgevoice.trace import TurnTimeline, speech_end_index
 
 log = logging.getLogger(__name__)
 
+REOPEN_RETRY_S = 1.0
+"""While a device is missing, how often the watch tries to open it again."""
 RESAMPLE_QUALITY = "LQ"
 """soxr's streaming resamplers hold back part of each buffer: 27 ms at HQ, 9 ms at LQ (22.05 -> 16 kHz, measured).
 Every millisecond on the device path is voice-to-voice latency, and LQ keeps speech band quality."""
@@ -174,24 +177,39 @@ class LiveAssistant:
         self.loop.start()
 
     def watch(self, stop: threading.Event, period: float = 0.25, on_tick: Callable[[], None] | None = None) -> None:
-        """Until ``stop`` is set: reopen any stream that died. Run in the main thread. ``on_tick`` is called after
-        every check (the service's status and watchdog, :class:`edgevoice.service.ServiceMonitor`)."""
+        """Until ``stop`` is set: reopen any stream that died (a device unplugged, the sound server restarted),
+        retrying every ``REOPEN_RETRY_S`` while the device is missing. Run in the main thread. ``on_tick`` is called
+        after every check (the service's status and watchdog, :class:`edgevoice.service.ServiceMonitor`)."""
+        retry_at = {"input": 0.0, "output": 0.0}
+        missing_since: dict[str, float] = {}
         while not stop.wait(period):
+            now = time.monotonic()
             for kind in ("input", "output"):
                 stream = getattr(self, kind)
                 if stream is not None and stream.is_alive(max_gap_s=1.0):
                     continue
-                log.warning("%s stream died (%s): reopening", kind, getattr(stream, "error", None))
                 if stream is not None:
-                    stream.close()
+                    log.warning("%s stream died (%s): reopening", kind, stream.error or "no callbacks")
+                    setattr(self, kind, None)
+                    missing_since.setdefault(kind, now)
+                    try:
+                        stream.close()
+                    except AudioDeviceError as exc:  # a hung device: leave its stream behind
+                        log.error("%s", exc)
+                if now < retry_at[kind]:
+                    continue
                 try:
                     if kind == "input":
                         self.capture.resync()
                     setattr(self, kind, self._open_input() if kind == "input" else self._open_output())
                     self.reopened += 1
+                    log.warning("%s stream reopened after %.1f s", kind, now - missing_since.pop(kind, now))
                 except AudioDeviceError as exc:
-                    setattr(self, kind, None)
-                    log.warning("cannot reopen the %s stream yet: %s", kind, exc)
+                    first = kind not in missing_since
+                    since = missing_since.setdefault(kind, now)
+                    if first or int(now - since) // 30 != int(now - since - REOPEN_RETRY_S) // 30:
+                        log.warning("cannot reopen the %s stream yet (%.0f s): %s", kind, now - since, exc)
+                    retry_at[kind] = now + REOPEN_RETRY_S
             if on_tick is not None:
                 on_tick()
 

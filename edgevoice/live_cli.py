@@ -16,6 +16,7 @@ from edgevoice.config import Config
 from edgevoice.debug_recorder import TurnRecorder
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import AudioDeviceError
+from edgevoice.fault_injection import arm as arm_faults
 from edgevoice.fault_injection import inject_faults
 from edgevoice.live import LiveAssistant
 from edgevoice.loop import Turn
@@ -98,7 +99,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     t0 = time.perf_counter()
     store = model_store(config)
-    engines, _ = load_engines(config, store)
+    loaded, _ = load_engines(config, store)
+    engines = inject_faults(loaded, release=stop)  # test-only knobs (edgevoice/fault_injection.py); none by default
     turn_model = load_turn_model(config, store)
     exporter = start_metrics(config)
 
@@ -117,7 +119,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         assistant.warm_up()
         live = LiveAssistant(
             config,
-            inject_faults(engines, release=stop),  # test-only knobs (edgevoice/fault_injection.py); none by default
+            engines,
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
             on_trace=on_trace,
@@ -133,6 +135,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 print(f"edgevoice: error: {exc}", file=sys.stderr)
                 return EXIT_AUDIO_UNAVAILABLE
             load_ms = round((time.perf_counter() - t0) * 1000)
+            arm_faults(engines)
             emit({"event": "ready", "load_ms": load_ms})
             running = live
             monitor.ready(
@@ -152,7 +155,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     finally:
         if live is None or live.threads_stopped:
             getattr(turn_model, "close", lambda: None)()
-            engines.close()
+            loaded.close()
         else:  # a thread still inside an engine: freeing it now would crash the process; the exit reclaims it
             log.error("engines left to the process exit: a loop thread did not stop in time")
         if exporter is not None:

@@ -392,6 +392,8 @@ class VoiceLoop:
             try:
                 if self.on_trace is not None:
                     self.on_trace(trace, turn)
+            except Exception as exc:  # a failing report (a full disk under the metrics file) costs no turn
+                log.exception("turn %d: reporting failed: %s", turn.turn_id, exc)
             finally:
                 self._turns.task_done()
 

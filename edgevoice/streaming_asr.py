@@ -119,6 +119,8 @@ class StreamingTranscriber:
                 if turn.speculating or turn.speculation is not None:
                     turn.done.wait_for(lambda: not turn.speculating, timeout)
                     tail_text = turn.speculation
+            if tail_text is not None and tail_text.filtered == "error":
+                tail_text = None  # the speculative decode failed: decode the tail again (and fail loudly if so)
         if tail_text is None:
             with self._lock:
                 tail_text = self.recognizer.transcribe(tail, prompt=self.prompt)
@@ -148,7 +150,7 @@ class StreamingTranscriber:
             if job.kind == "adopt":
                 # the speculative decode of this very audio was queued before this job: it is done by now
                 speculation = job.turn.spec_results.get(job.seq)
-                if speculation is not None:
+                if speculation is not None and speculation.filtered != "error":
                     self._store_segment(job, speculation.text)
                     continue
             decode = self.recognizer.transcribe
