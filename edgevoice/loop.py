@@ -29,7 +29,8 @@ from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.playback import PlaybackControl
 from edgevoice.priority import lower_this_thread
-from edgevoice.responder import ReplyTrace, Responder, SpokenClause
+from edgevoice.reply_output import ReplyOutput
+from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
 from edgevoice.streaming_asr import StreamingTranscriber
 
@@ -44,17 +45,6 @@ PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
-
-
-@dataclass
-class _Reply:
-    """The reply in progress, as the listener's budget check and the responder both see it."""
-
-    turn_id: int
-    committed: float
-    trace: ReplyTrace
-    fallback: str | None = None
-    """Why the fallback phrase replaced the reply ("error", "late"); None while the reply is its own."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +120,6 @@ class VoiceLoop:
         self.samples_in = 0
         self.errors: list[EdgeVoiceError] = []
         self.barge_ins = 0
-        self._reply_samples = 0
         self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
         self._turn: list[FloatAudio] | None = None
         self._held: Turn | None = None
@@ -149,13 +138,17 @@ class VoiceLoop:
             nice=compute_nice,
         )
         self._compute_nice = compute_nice
-        self.fallback_audio = fallback_audio
-        self.fallback_text = fallback_text
-        self.reply_budget_s = reply_budget_s
-        self.fallbacks = 0
-        self._reply: _Reply | None = None
-        self._produce = threading.Lock()
-        """The playback ring has one producer at a time: the reply (responder thread) or the fallback phrase."""
+        self.output = ReplyOutput(
+            speaker,
+            self.playback,
+            self._cancel,
+            self._stop,
+            self.clock,
+            fallback_audio=fallback_audio,
+            fallback_text=fallback_text,
+            budget_s=reply_budget_s,
+            on_fallback=lambda turn_id, reason: self.on_event("fallback", turn_id, reason),
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -214,7 +207,7 @@ class VoiceLoop:
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
             if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
-                self._check_budget()  # no microphone audio (a dead device): the reply budget still holds
+                self.output.check_budget()  # no microphone audio (a dead device): the reply budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():
                 frame = self.mic.read(FRAME)
@@ -234,7 +227,7 @@ class VoiceLoop:
 
     def _on_frame(self, frame: FloatAudio) -> None:
         t = self.samples_in / RATE
-        self._check_budget()
+        self.output.check_budget()
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
         if self._held is not None:
             self._hold(probability)
@@ -345,11 +338,10 @@ class VoiceLoop:
                 return
             self._cancel.clear()
             self._current_turn = turn.turn_id
-            self._reply_samples = 0
             trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
             start = self.playback.played + self.speaker.available()
             trace.stream_start = start
-            reply = self._reply = _Reply(turn.turn_id, turn.committed_wall, trace)
+            reply = self.output.begin(turn.turn_id, turn.committed_wall, trace)
             self._replying.set()
             self._arm_gate(True)
             underruns = self.speaker.stats().underrun_events
@@ -360,18 +352,18 @@ class VoiceLoop:
                 trace.speculative_transcript = self.asr.last_used_speculation
                 self.responder.respond_to(transcript, trace, self._cancel, self._emit_first, queued_s=self._queued_s)
                 self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
-                self._wait_played()
+                self.output.wait_played()
             except EdgeVoiceError as exc:
                 log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
                 self.errors.append(exc)
                 trace.error = exc.code
-                self._fallback(reply, "error")
+                self.output.fallback(reply, "error")
             except Exception as exc:  # an engine bug must cost one turn, not the service
                 error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
                 log.exception("turn %d failed: %s", turn.turn_id, error)
                 self.errors.append(error)
                 trace.error = error.code
-                self._fallback(reply, "error")
+                self.output.fallback(reply, "error")
             finally:
                 self.playback.expect_audio = False
                 trace.fallback = reply.fallback
@@ -382,11 +374,11 @@ class VoiceLoop:
                 if reply.fallback is None:  # a failed turn leaves no trace in the conversation
                     self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
                 else:
-                    trace.reply = self.fallback_text  # what the visitor heard
-                    self._wait_played(fallback=True)
+                    trace.reply = self.output.fallback_text  # what the visitor heard
+                    self.output.wait_played(fallback=True)
                 self._arm_gate(False)
                 self._replying.clear()
-                self._reply = None
+                self.output.end()
             if not self._stop.is_set():
                 self.responder.prefill_history()
             try:
@@ -397,40 +389,6 @@ class VoiceLoop:
             finally:
                 self._turns.task_done()
 
-    # -- fallback ------------------------------------------------------------------------------------------------
-    def _check_budget(self) -> None:
-        """Listener: a reply with no audio queued ``reply_budget_s`` after its turn ended gets the fallback."""
-        reply, budget = self._reply, self.reply_budget_s
-        if (
-            reply is not None
-            and budget is not None
-            and reply.fallback is None
-            and reply.trace.first_sample_queued is None
-            and not self._cancel.is_set()
-            and self.clock.now() - reply.committed > budget
-        ):
-            log.warning("turn %d: no reply within %.1f s: fallback phrase", reply.turn_id, budget)
-            self._fallback(reply, "late")
-
-    def _fallback(self, reply: _Reply, reason: str) -> None:
-        """Replace the reply with the fallback phrase (from any thread): cancel its work and queue the phrase, unless
-        the visitor barged in, the reply already spoke, or there is no phrase."""
-        with self._produce:
-            if reply.fallback is not None or self._reply is not reply:
-                return
-            if self._cancel.is_set() or self._reply_samples > 0 or self.fallback_audio is None:
-                return  # a barge-in, or the reply already speaks (its first audio is in the ring)
-            reply.fallback = reason
-            self._cancel.set()  # the reply's language model and synthesizer stop at their next token or clause
-            self.fallbacks += 1
-            start = self._reply_samples
-            self._write(self.fallback_audio)  # the ring holds a minute; a failed reply queued nothing
-            now = self.clock.now()
-            trace = reply.trace
-            trace.first_audio = trace.first_sample_queued = now
-            trace.clauses.append(SpokenClause(self.fallback_text, start, self._reply_samples))
-        self.on_event("fallback", reply.turn_id, reason)
-
     def _queued_s(self) -> float:
         return self.speaker.available() / self.responder.synthesizer.sample_rate
 
@@ -440,36 +398,9 @@ class VoiceLoop:
 
     def _emit_first(self, audio: FloatAudio) -> int:
         """From the first synthesized audio until the reply ends, the output must never run dry."""
-        first = self._reply_samples == 0
-        n = self._emit(audio)
+        first = self.output.samples == 0
+        n = self.output.emit(audio)
         self.playback.expect_audio = not self._cancel.is_set()
         if first and n:
             self.on_event("speaking", self._current_turn, "")
         return n
-
-    def _emit(self, audio: FloatAudio) -> int:
-        """Queue synthesized audio for playback, waiting for room (never dropping), until the reply is cancelled.
-
-        Returns the end position of this audio within the current reply (samples)."""
-        rest = audio
-        while len(rest) and not self._cancel.is_set():
-            with self._produce:
-                if self._cancel.is_set():  # a fallback took over while this thread waited
-                    break
-                n = self._write(rest)
-            rest = rest[n:]
-            if len(rest):
-                self._stop.wait(0.01)
-        return self._reply_samples
-
-    def _write(self, audio: FloatAudio) -> int:
-        """Write what fits into the playback ring (caller holds ``_produce``); returns how many samples went in."""
-        free = self.speaker.free()
-        n = self.speaker.write(audio[:free]) if free else 0
-        self._reply_samples += n
-        return n
-
-    def _wait_played(self, *, fallback: bool = False) -> None:
-        """Barge-in stays armed until the reply has left the ring (a fallback phrase is simply played out)."""
-        while self.speaker.available() > 0 and not self._stop.is_set() and (fallback or not self._cancel.is_set()):
-            self._stop.wait(0.02)

@@ -204,7 +204,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
 ) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
-    loop.fallback_audio, loop.fallback_text = FALLBACK, "Sorry?"
+    loop.output.fallback_audio, loop.output.fallback_text = FALLBACK, "Sorry?"
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
     with running(loop) as played:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
@@ -244,7 +244,7 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
 ) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
-    loop.fallback_audio, loop.fallback_text, loop.reply_budget_s = FALLBACK, "Sorry?", 0.3
+    loop.output.fallback_audio, loop.output.fallback_text, loop.output.budget_s = FALLBACK, "Sorry?", 0.3
     llm = HangingLlm("It is upstairs.", ManualClock())
     responder.llm = llm
     fallbacks: list[tuple[int, str]] = []
