@@ -113,6 +113,9 @@ class EndpointingConfig:
     min_speech_ms: int = field(default=120, metadata=_rng(30, 2000))
     complete_threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
     max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
+    speculative_reply: bool = True
+    """Begin the reply the moment the visitor falls silent (its audio held back until the turn is committed), so the
+    language model and the synthesizer work while the end of the turn is being confirmed."""
 
 
 @dataclass(frozen=True)

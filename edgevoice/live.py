@@ -131,6 +131,7 @@ class LiveAssistant:
             fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
             fallback_text=config.kiosk.fallback_phrase,
             reply_budget_s=config.kiosk.reply_budget_s,
+            speculative_reply=config.endpointing.speculative_reply,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None

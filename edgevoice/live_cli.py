@@ -41,6 +41,7 @@ def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_ra
         "cancelled": trace.cancelled,
         "speculative_transcript": trace.speculative_transcript,
         "speculation_valid": turn.speculation_valid,
+        "speculative_reply": trace.speculative_reply,
         "reply_seconds": round(sum(c.end_sample - c.start_sample for c in trace.clauses) / sample_rate, 3),
         "speech_end_s": round(turn.speech_end_t, 3),
         "committed_s": round(turn.committed_t, 3),
@@ -151,7 +152,15 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             monitor.stopping()
             t_stop = time.perf_counter()
             xruns = live.xruns()
-        emit({"event": "stopped", "stop_ms": round((time.perf_counter() - t_stop) * 1000), **xruns.as_dict()})
+        emit(
+            {
+                "event": "stopped",
+                "stop_ms": round((time.perf_counter() - t_stop) * 1000),
+                **xruns.as_dict(),
+                "speculative_replies": live.loop.speculative_replies,
+                "fallbacks": live.loop.output.fallbacks,
+            }
+        )
     finally:
         if live is None or live.threads_stopped:
             getattr(turn_model, "close", lambda: None)()

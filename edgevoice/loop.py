@@ -32,7 +32,8 @@ from edgevoice.priority import lower_this_thread
 from edgevoice.reply_output import ReplyOutput
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
-from edgevoice.streaming_asr import StreamingTranscriber
+from edgevoice.speculation import SpeculativeReply
+from edgevoice.streaming_asr import Speculation, StreamingTranscriber
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class VoiceLoop:
         fallback_audio: FloatAudio | None = None,
         fallback_text: str = "",
         reply_budget_s: float | None = None,
+        speculative_reply: bool = False,
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller). ``barge_in_level_db``: with an
@@ -95,6 +97,9 @@ class VoiceLoop:
         ``fallback_audio`` (the fallback phrase, synthesized at start-up) is played instead of a reply that failed,
         or that queued no audio within ``reply_budget_s`` of the end of the turn: the reply's work is cancelled
         and the visitor hears the phrase whatever state the engines are in (a hung engine included).
+
+        ``speculative_reply``: start the reply the moment the visitor falls silent, its audio held until the turn
+        is committed (:mod:`edgevoice.speculation`).
 
         ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
         queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial
@@ -111,7 +116,7 @@ class VoiceLoop:
         self.on_trace = on_trace
         self.on_event = on_event or (lambda _name, _turn, _text: None)
         self._current_turn = 0
-        self._turns: queue.Queue[Turn | None] = queue.Queue()
+        self._turns: queue.Queue[Turn | SpeculativeReply | None] = queue.Queue()
         self._stop = threading.Event()
         self._cancel = threading.Event()
         self._replying = threading.Event()
@@ -134,10 +139,17 @@ class VoiceLoop:
             responder.recognizer,
             prompt=responder.asr_prompt,
             on_partial=lambda turn_id, text: self.on_event("partial", turn_id, text),
-            on_speculation=lambda _turn_id, text: responder.prefill_turn(text),
+            on_speculation=self._on_speculation,
             nice=compute_nice,
         )
         self._compute_nice = compute_nice
+        self.speculative_reply = speculative_reply
+        self._spec_lock = threading.Lock()
+        """Guards the speculation state shared by the listener and the recognition worker (below)."""
+        self._spec_seq = 0
+        self._spec_reply: SpeculativeReply | None = None
+        self._turn_open = False
+        self.speculative_replies = {"started": 0, "adopted": 0, "dropped": 0}
         self.output = ReplyOutput(
             speaker,
             self.playback,
@@ -223,6 +235,9 @@ class VoiceLoop:
                     log.exception("listener: %s", error)
                     self.errors.append(error)
                     self._turn = None
+                    with self._spec_lock:
+                        self._turn_open = False
+                        self._drop_speculative_reply()
                     self.endpointer.reset(t=self.samples_in / RATE)
 
     def _on_frame(self, frame: FloatAudio) -> None:
@@ -250,7 +265,9 @@ class VoiceLoop:
                 self._turn = list(self._preroll)
                 self._turn_id = next(self._ids)
                 self._segment_start = self._last_partial = 0
-                self._speculated, self._spec_valid = False, False
+                with self._spec_lock:
+                    self._speculated, self._spec_valid = False, False
+                    self._turn_open = True
                 self.asr.start_turn(self._turn_id)
             elif isinstance(event, Pause) and self._turn is not None:
                 try:
@@ -265,7 +282,9 @@ class VoiceLoop:
                     segment = np.concatenate(self._turn[self._segment_start :])
                     self.asr.commit_segment(segment, speculated=self._spec_valid)
                     self._segment_start = self._last_partial = len(self._turn)
-                    self._spec_valid = False
+                    with self._spec_lock:
+                        self._spec_valid = False
+                        self._drop_speculative_reply()
                 events += verdict
             elif isinstance(event, TurnEnd) and self._turn is not None:
                 audio = np.concatenate(self._turn)
@@ -282,11 +301,21 @@ class VoiceLoop:
                     start_index=self.samples_in - len(audio),
                 )
                 self._turn = None
-                if event.reason == "max_length":  # a monologue: answer what was kept once the visitor pauses
-                    log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
-                    self._held, self._held_silence = turn, 0
-                    return
-                self._turns.put(turn)
+                with self._spec_lock:  # no speculative reply can start for this turn from here on
+                    self._turn_open = False
+                    spec, self._spec_reply = self._spec_reply, None
+                    if spec is not None and turn.speculation_valid and spec.seq == self._spec_seq:
+                        self.speculative_replies["adopted"] += 1
+                        spec.adopt(turn)  # its responder answers this turn: its audio is ready or on the way
+                        return
+                    if spec is not None:
+                        self.speculative_replies["dropped"] += 1
+                        spec.drop()
+                    if event.reason == "max_length":  # a monologue: answer what was kept once the visitor pauses
+                        log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
+                        self._held, self._held_silence = turn, 0
+                        return
+                    self._turns.put(turn)
         speaking = self.endpointer.state == EndpointState.SPEECH
         if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
@@ -311,14 +340,49 @@ class VoiceLoop:
         if self._turn is None:
             return
         if probability >= self.endpointer.config.threshold:
-            self._speculated = self._spec_valid = False
+            if self._speculated:
+                with self._spec_lock:
+                    self._speculated = self._spec_valid = False
+                    self._drop_speculative_reply()  # the visitor goes on: what was begun for the pause is moot
         elif (
             not self._speculated
             and probability < self.endpointer.config.neg_threshold
             and self.endpointer.state == EndpointState.SPEECH
         ):
-            self._speculated = self._spec_valid = True
-            self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
+            with self._spec_lock:
+                self._speculated = self._spec_valid = True
+                self._spec_seq = self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
+
+    # -- speculative replies (see edgevoice/speculation.py) ---------------------------------------------------------
+    def _on_speculation(self, spec: Speculation) -> None:
+        """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
+        put the question into the language model's cache."""
+        with self._spec_lock:
+            start = (
+                self.speculative_reply
+                and spec.stable
+                and spec.turn_id == self._turn_id
+                and spec.seq == self._spec_seq
+                and self._spec_valid
+                and self._turn_open
+                and self._spec_reply is None
+                and self._turns.unfinished_tasks == 0  # the responder is free: no reply queued or playing
+                and not self._stop.is_set()
+            )
+            if start:
+                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
+                self._spec_reply = reply
+                self.speculative_replies["started"] += 1
+                self._turns.put(reply)
+        if not start:
+            self.responder.prefill_turn(spec.text)
+
+    def _drop_speculative_reply(self) -> None:
+        """(The listener, holding ``_spec_lock``.)"""
+        if self._spec_reply is not None:
+            self.speculative_replies["dropped"] += 1
+            self._spec_reply.drop()
+            self._spec_reply = None
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""
@@ -333,61 +397,92 @@ class VoiceLoop:
     def _respond(self) -> None:
         lower_this_thread(self._compute_nice)
         while not self._stop.is_set():
-            turn = self._turns.get()
-            if turn is None:
+            item = self._turns.get()
+            if item is None:
                 return
-            self._cancel.clear()
-            self._current_turn = turn.turn_id
-            trace = ReplyTrace(turn.turn_id, committed=turn.committed_wall)
-            start = self.playback.played + self.speaker.available()
-            trace.stream_start = start
-            reply = self.output.begin(turn.turn_id, turn.committed_wall, trace)
-            self._replying.set()
-            self._arm_gate(True)
-            underruns = self.speaker.stats().underrun_events
             try:
-                transcript = self.asr.finish(
-                    turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
-                )
-                trace.speculative_transcript = self.asr.last_used_speculation
-                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first, queued_s=self._queued_s)
-                self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
-                self.output.wait_played()
-            except EdgeVoiceError as exc:
-                log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
-                self.errors.append(exc)
-                trace.error = exc.code
-                self.output.fallback(reply, "error")
-            except Exception as exc:  # an engine bug must cost one turn, not the service
-                error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
-                log.exception("turn %d failed: %s", turn.turn_id, error)
-                self.errors.append(error)
-                trace.error = error.code
-                self.output.fallback(reply, "error")
-            finally:
-                self.playback.expect_audio = False
-                trace.fallback = reply.fallback
-                trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
-                trace.underruns = self.speaker.stats().underrun_events - underruns
-                if trace.cancelled:
-                    self.playback.wait_flushed(self._stop)  # so the count of samples played is final
-                if reply.fallback is None:  # a failed turn leaves no trace in the conversation
-                    self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+                if isinstance(item, SpeculativeReply):
+                    self._speculate(item)
                 else:
-                    trace.reply = self.output.fallback_text  # what the visitor heard
-                    self.output.wait_played(fallback=True)
-                self._arm_gate(False)
-                self._replying.clear()
-                self.output.end()
-            if not self._stop.is_set():
-                self.responder.prefill_history()
-            try:
-                if self.on_trace is not None:
-                    self.on_trace(trace, turn)
-            except Exception as exc:  # a failing report (a full disk under the metrics file) costs no turn
-                log.exception("turn %d: reporting failed: %s", turn.turn_id, exc)
+                    self._answer(item)
             finally:
                 self._turns.task_done()
+
+    def _speculate(self, spec: SpeculativeReply) -> None:
+        """Begin the reply for a speculation, its audio held; answer the turn with it if the listener adopts it."""
+        self._cancel.clear()
+        spec.start(self.responder, self._cancel, self._emit_first, self._queued_s)
+        turn = spec.wait_decision(self._stop)
+        if turn is None:  # dropped (the visitor went on) or shutting down: nothing of it was heard
+            self._cancel.set()
+            try:
+                spec.finish()
+            except Exception as exc:  # a failure of a reply nobody hears is no turn's failure
+                log.info("a dropped speculative reply failed: %s", exc)
+            return
+        self._answer(turn, spec)
+
+    def _answer(self, turn: Turn, spec: SpeculativeReply | None = None) -> None:
+        """Answer a committed turn: transcript, reply, playback, history, trace (``spec``: its reply was begun
+        when the visitor fell silent; its audio is released now)."""
+        if spec is None:
+            self._cancel.clear()
+        self._current_turn = turn.turn_id
+        trace = spec.trace if spec is not None else ReplyTrace(turn.turn_id, committed=turn.committed_wall)
+        trace.committed = turn.committed_wall
+        start = self.playback.played + self.speaker.available()
+        trace.stream_start = start
+        reply = self.output.begin(turn.turn_id, turn.committed_wall, trace)
+        self._replying.set()
+        self._arm_gate(True)
+        underruns = self.speaker.stats().underrun_events
+        try:
+            transcript = self.asr.finish(
+                turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
+            )
+            trace.speculative_transcript = self.asr.last_used_speculation
+            if spec is not None and spec.held is not None:
+                trace.speculative_reply = True
+                spec.held.release()  # the reply begun at the pause: what is ready plays now
+                spec.finish()
+                trace.settle_before(turn.committed_wall)
+            else:
+                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first, queued_s=self._queued_s)
+            self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
+            self.output.wait_played()
+        except EdgeVoiceError as exc:
+            log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
+            self.errors.append(exc)
+            trace.error = exc.code
+            self.output.fallback(reply, "error")
+        except Exception as exc:  # an engine bug must cost one turn, not the service
+            error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
+            log.exception("turn %d failed: %s", turn.turn_id, error)
+            self.errors.append(error)
+            trace.error = error.code
+            self.output.fallback(reply, "error")
+        finally:
+            self.playback.expect_audio = False
+            trace.fallback = reply.fallback
+            trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
+            trace.underruns = self.speaker.stats().underrun_events - underruns
+            if trace.cancelled:
+                self.playback.wait_flushed(self._stop)  # so the count of samples played is final
+            if reply.fallback is None:  # a failed turn leaves no trace in the conversation
+                self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+            else:
+                trace.reply = self.output.fallback_text  # what the visitor heard
+                self.output.wait_played(fallback=True)
+            self._arm_gate(False)
+            self._replying.clear()
+            self.output.end()
+        if not self._stop.is_set():
+            self.responder.prefill_history()
+        try:
+            if self.on_trace is not None:
+                self.on_trace(trace, turn)
+        except Exception as exc:  # a failing report (a full disk under the metrics file) costs no turn
+            log.exception("turn %d: reporting failed: %s", turn.turn_id, exc)
 
     def _queued_s(self) -> float:
         return self.speaker.available() / self.responder.synthesizer.sample_rate

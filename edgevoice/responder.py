@@ -70,6 +70,16 @@ class ReplyTrace:
     the reply budget); None for a reply of its own."""
     error: str | None = None
     """The code of the error that ended the turn, if one did."""
+    speculative_reply: bool = False
+    """The reply was begun when the visitor fell silent, before the turn was committed (its audio held)."""
+
+    def settle_before(self, committed: float) -> None:
+        """A reply begun before its turn was committed: marks that fell before the commit count as reached at the
+        commit (those stages cost nothing after it; the wait for the held audio shows in the queue stage)."""
+        for mark in ("transcript_done", "first_token", "first_clause", "first_audio"):
+            value = getattr(self, mark)
+            if value is not None and value < committed:
+                setattr(self, mark, committed)
 
 
 class Responder:

@@ -36,6 +36,19 @@ class _TurnState:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """The transcript of a turn as it stands when the visitor fell silent (the ``seq``-th time in the turn)."""
+
+    turn_id: int
+    seq: int
+    text: str
+    """The stable segments and the speculatively decoded tail, joined."""
+    stable: bool
+    """No segment of the turn is still being decoded: ``text`` is what the turn's transcript will be if the visitor
+    says nothing more."""
+
+
+@dataclass(frozen=True)
 class _Job:
     kind: str  # "segment" | "partial"
     turn: _TurnState
@@ -51,7 +64,7 @@ class StreamingTranscriber:
         *,
         prompt: str = "",
         on_partial: Callable[[int, str], None] | None = None,
-        on_speculation: Callable[[int, str], object] | None = None,
+        on_speculation: Callable[[Speculation], object] | None = None,
         nice: int = 0,
     ) -> None:
         """``nice``: how much to lower the worker thread's CPU priority (see :mod:`edgevoice.priority`)."""
@@ -59,7 +72,7 @@ class StreamingTranscriber:
         self.recognizer = recognizer
         self.prompt = prompt
         self.on_partial = on_partial or (lambda _turn, _text: None)
-        self.on_speculation = on_speculation or (lambda _turn, _text: None)
+        self.on_speculation = on_speculation or (lambda _speculation: None)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._turn: _TurnState | None = None
         self._lock = threading.Lock()  # the recognizer runs one decode at a time: worker or finish()
@@ -93,18 +106,20 @@ class StreamingTranscriber:
         if self._turn is not None and self._jobs.empty():
             self._jobs.put(_Job("partial", self._turn, audio))
 
-    def speculate(self, audio: FloatAudio) -> None:
+    def speculate(self, audio: FloatAudio) -> int:
         """The visitor just fell silent: decode the tail now, while the end of the turn is still being confirmed.
 
-        If the turn ends with no more speech, :meth:`finish` takes this result instead of decoding again."""
+        If the turn ends with no more speech, :meth:`finish` takes this result instead of decoding again. Returns
+        the speculation's number within the turn (0: no turn)."""
         turn = self._turn
         if turn is None:
-            return
+            return 0
         with turn.done:
             turn.speculation, turn.speculating = None, True
             turn.spec_seq += 1
             seq = turn.spec_seq
         self._jobs.put(_Job("speculative", turn, audio, seq))
+        return seq
 
     # -- called by the responder --------------------------------------------------------------------------------------
     def finish(self, tail: FloatAudio, *, speculation_valid: bool = False, timeout: float = 10.0) -> Transcript:
@@ -166,11 +181,14 @@ class StreamingTranscriber:
             if job.kind == "speculative":
                 with job.turn.done:
                     job.turn.spec_results[job.index] = result
-                    if job.index == job.turn.spec_seq:  # the latest speculation: the one finish() may take
+                    latest = job.index == job.turn.spec_seq  # the one finish() may take
+                    if latest:
                         job.turn.speculation, job.turn.speculating = result, False
+                    stable = job.turn.pending == 0
+                    joined = " ".join(p.strip() for p in [*job.turn.segments, text] if p.strip())
                     job.turn.done.notify_all()
-                if text:
-                    self.on_speculation(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
+                if text and latest:
+                    self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable))
                 continue
             if job.kind == "partial":
                 self.partials += 1

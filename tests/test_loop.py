@@ -439,3 +439,50 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
     finally:
         llm.release.set()
         loop.close(timeout=5)
+
+
+def test_a_reply_begun_at_the_pause_is_adopted_when_the_turn_ends(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
+    loop.speculative_reply = True
+    with running(loop) as played:
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent
+        deadline = time.monotonic() + 10
+        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        mic.write(silence(0.6))  # ... and stays silent: the turn ends
+        assert done.wait(10)
+        while spk.available():
+            time.sleep(0.01)
+    (trace,) = traces
+    assert loop.speculative_replies == {"started": 1, "adopted": 1, "dropped": 0}
+    assert trace.speculative_reply and trace.reply == "The cafe is upstairs. It opens at ten."
+    assert len(responder.llm.prompts) == 1  # type: ignore[attr-defined]  # generated once, before the commit
+    assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit
+    assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
+    audio = np.concatenate(played)
+    assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses) > 0
+
+
+def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs.")
+    loop.speculative_reply = True
+    with running(loop) as played:
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.1)]))  # a breath: shorter than silence_ms
+        deadline = time.monotonic() + 10
+        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert loop.speculative_replies["started"] == 1
+        mic.write(np.concatenate([speech(0.8), silence(0.6)]))  # the visitor goes on, then stops
+        assert done.wait(10)
+        while spk.available():
+            time.sleep(0.01)
+    (trace,) = traces
+    counts = loop.speculative_replies
+    assert counts["dropped"] == 1 and counts["adopted"] == counts["started"] - 1  # the turn's end was answered
+    assert trace.reply == "The cafe is upstairs." and not trace.cancelled
+    audio = np.concatenate(played)
+    # only the adopted reply was heard: nothing of the dropped one reached the speaker
+    assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
+    assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]

@@ -1,0 +1,129 @@
+"""A reply begun before its turn is over: generated and synthesized while the end of the turn is being confirmed,
+its audio held back until the turn is committed.
+
+The moment the visitor falls silent the tail of the turn is decoded (speculative recognition, see
+:mod:`edgevoice.streaming_asr`). When that transcript is final as far as anyone can know (no segment still being
+decoded), the loop starts the reply for it at once (:class:`SpeculativeReply`): the language model streams, the first
+clause is synthesized, and the audio waits in a :class:`HeldAudio` buffer. The listener meanwhile confirms the end
+of the turn (the silence timeout and Smart Turn's verdict):
+
+- the turn ends with nothing said since: the reply is *adopted*: the held audio goes to the speaker at once and the
+  rest of the reply streams after it; the language model's and synthesizer's time until then is hidden behind the
+  endpointing wait;
+- the visitor speaks again, or the pause was judged incomplete: the reply is *dropped*: cancelled at its next token
+  or clause, and nothing of it was heard or enters the conversation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from edgevoice.events import Transcript
+from edgevoice.interfaces import FloatAudio
+from edgevoice.responder import ReplyTrace, Responder
+
+if TYPE_CHECKING:
+    from edgevoice.loop import Turn
+
+
+DECISION_TIMEOUT_S = 60.0
+
+
+class HeldAudio:
+    """Reply audio kept back until :meth:`release`, then written in order; later audio goes straight through.
+
+    ``emit`` is the reply's emit callback (the synthesis thread calls it); ``release`` may come from another thread.
+    Positions count every sample emitted, held or not, so the reply's clause positions hold after the release."""
+
+    def __init__(self, write: Callable[[FloatAudio], int]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._chunks: list[FloatAudio] = []
+        self._released = False
+        self.position = 0
+
+    def emit(self, audio: FloatAudio) -> int:
+        with self._lock:  # in order with a release in progress
+            self.position += len(audio)
+            if self._released:
+                self._write(audio)
+            else:
+                self._chunks.append(audio)
+            return self.position
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = True
+            chunks, self._chunks = self._chunks, []
+            for chunk in chunks:
+                self._write(chunk)
+
+    @property
+    def held_samples(self) -> int:
+        with self._lock:
+            return sum(len(c) for c in self._chunks)
+
+
+class SpeculativeReply:
+    """The reply to turn ``turn_id`` for speculation ``seq`` (its transcript ``text``), run on its own thread.
+
+    The listener decides its fate once: :meth:`adopt` (with the committed turn) or :meth:`drop`."""
+
+    def __init__(self, turn_id: int, seq: int, text: str, trace: ReplyTrace) -> None:
+        self.turn_id, self.seq, self.text, self.trace = turn_id, seq, text, trace
+        self.turn: Turn | None = None
+        self._decided = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.held: HeldAudio | None = None
+
+    # -- the listener's side --------------------------------------------------------------------------------------
+    def adopt(self, turn: Turn) -> None:
+        self.turn = turn
+        self._decided.set()
+
+    def drop(self) -> None:
+        self._decided.set()
+
+    @property
+    def decided(self) -> bool:
+        return self._decided.is_set()
+
+    # -- the responder's side -------------------------------------------------------------------------------------
+    def start(
+        self,
+        responder: Responder,
+        cancel: threading.Event,
+        write: Callable[[FloatAudio], int],
+        queued_s: Callable[[], float],
+    ) -> None:
+        """Begin the reply on a thread of its own (``edgevoice-speculate``), its audio held."""
+        held = self.held = HeldAudio(write)
+
+        def run() -> None:
+            try:
+                responder.respond_to(Transcript(text=self.text), self.trace, cancel, held.emit, queued_s=queued_s)
+            except BaseException as exc:  # handed to the responder thread by finish()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="edgevoice-speculate", daemon=False)
+        self._thread.start()
+
+    def wait_decision(self, stop: threading.Event, timeout: float = DECISION_TIMEOUT_S) -> Turn | None:
+        """The committed turn when adopted; None when dropped, stopping, or undecided after ``timeout`` (a turn
+        that never ended: a safety net, the listener decides every speculation it started)."""
+        for _ in range(int(timeout / 0.01)):
+            if self._decided.wait(0.01):
+                return self.turn
+            if stop.is_set():
+                return None
+        return None
+
+    def finish(self) -> None:
+        """Wait for the reply to end; re-raise what stopped it."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
