@@ -7,8 +7,9 @@ its socket bound into the container at /run/pulse/native, the way a kiosk reache
 drop-in sets PULSE_SERVER). The test speaks into the "mic" sink and hears the "spk" sink.
 
 The tests share one container and run in file order: install, READY, a turn, SIGTERM, broken config, corrupt model,
-watchdog, the debug recorder, the W^X check, purge. Each puts back the files it changed and starts the service when
-it needs it running (a start loads and warms every model: seconds on an idle box, a minute on a busy one).
+watchdog, the debug recorder, W^X, the cgroup limits (where the host delegates them), purge. Each puts back the files
+it changed and starts the service when it needs it running (a start loads and warms every model: seconds on an idle
+box, a minute on a busy one).
 """
 
 from __future__ import annotations
@@ -385,6 +386,22 @@ def test_memory_deny_write_execute_is_enforced_and_the_engines_live_with_it(box:
     callback = "import ctypes; print(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(41))"
     works = box.run(*run, "/opt/edgevoice/bin/python", "-c", callback, check=False)
     assert works.returncode == 0 and works.stdout.strip() == "42", works
+
+
+def test_device_policy_and_memory_max_are_enforced_where_cgroups_allow(box: Container, installed: object) -> None:
+    """DevicePolicy=/DeviceAllow= and MemoryMax= are cgroup controls. A container on a cgroup-v1 host (this test
+    machine) gets no controllers delegated: its systemd accepts the settings but cannot enforce them."""
+    if box.prop("systemd-journald.service", "MemoryCurrent") in ("", "[not set]"):
+        pytest.skip("the container's systemd has no cgroup controllers (cgroup v1 host): not enforceable here")
+    run = ["systemd-run", "--wait", "--pipe", "--quiet"]
+    device = "import os; os.open('/dev/net/tun', os.O_RDWR); print('opened')"
+    policy = ["-p", "DevicePolicy=closed", "-p", "DeviceAllow=char-alsa rw"]
+    assert box.run(*run, "python3", "-c", device, check=False).stdout.strip() == "opened"  # without the policy
+    blocked = box.run(*run, *policy, "python3", "-c", device, check=False)
+    assert blocked.returncode != 0 and "PermissionError" in blocked.stdout + blocked.stderr, blocked
+    grow = "x = bytearray(512 << 20); x[::4096] = b'1' * len(x[::4096]); print('allocated')"
+    killed = box.run(*run, "-p", "MemoryMax=128M", "-p", "MemorySwapMax=0", "python3", "-c", grow, check=False)
+    assert killed.returncode != 0 and "allocated" not in killed.stdout, killed
 
 
 def test_purge_removes_the_service_and_its_data(box: Container, installed: object) -> None:
