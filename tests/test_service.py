@@ -212,9 +212,7 @@ TURN = {
 
 def test_turn_records_become_structured_journal_fields_without_the_words() -> None:
     message, fields = journal_fields(TURN, transcripts=False)
-    assert message == (
-        "turn 3: voice-to-voice 612.4 ms (endpointing 210.0, recognition 180.5, first_token 140.0)"
-    )
+    assert message == "turn 3: voice-to-voice 612.4 ms (endpointing 210.0, recognition 180.5, first_token 140.0)"
     assert fields["TURN_ID"] == 3 and fields["LATENCY_MS"] == 612.4
     assert fields["STAGE_RECOGNITION_MS"] == 180.5 and fields["STAGE_FIRST_TOKEN_MS"] == 140.0
     assert fields["REPLY_LLM_MS"] == 900.0 and fields["CANCELLED"] == 0 and fields["EDGEVOICE_EVENT"] == "turn"
