@@ -369,6 +369,11 @@ class VoiceLoop:
                 and self._turns.unfinished_tasks == 0  # the responder is free: no reply queued or playing
                 and not self._stop.is_set()
             )
+            log.debug(
+                "speculation %d.%d stable=%s current=%s valid=%s open=%s busy=%d: %s",
+                spec.turn_id, spec.seq, spec.stable, spec.turn_id == self._turn_id and spec.seq == self._spec_seq,
+                self._spec_valid, self._turn_open, self._turns.unfinished_tasks, "reply begun" if start else "prefill",
+            )  # fmt: skip
             if start:
                 reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
                 self._spec_reply = reply

@@ -4,6 +4,7 @@ tests through the real audio stack). Its stderr goes to a file, so a chatty chil
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -20,13 +21,18 @@ from edgevoice.errors import SelftestError
 Record = dict[str, object]
 
 
+def verbose_flag() -> tuple[str, ...]:
+    """``-v`` (the appliance logs its progress to its stderr) when ``$EDGEVOICE_TEST_VERBOSE`` is set."""
+    return ("-v",) if os.environ.get("EDGEVOICE_TEST_VERBOSE") else ()
+
+
 class ApplianceProcess:
     """``python -m edgevoice run --json [args]`` with ``env``; :meth:`next` waits for a record by event name."""
 
     def __init__(self, env: dict[str, str], args: tuple[str, ...] = (), *, cwd: Path | None = None) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+", prefix="edgevoice-run-")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edgevoice", "run", "--json", *args],
+            [sys.executable, "-m", "edgevoice", *verbose_flag(), "run", "--json", *args],
             env=env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
