@@ -86,6 +86,9 @@ DEFAULT_PHANTOM_PHRASES: frozenset[str] = frozenset(
         "uh",
         "okay",
         "ok",
+        "the",
+        "a",
+        "i",
     }
 )
 """Whole transcripts (normalised: lower case, no punctuation) that Whisper produces on non-speech."""

@@ -99,7 +99,7 @@ class Kiosk:
             venue_examples=example_turns(self.entries, venue_examples),
         )
         self.vocabulary = venue_vocabulary(self.entries, also=[persona])
-        self._persona_terms = set(terms(persona))
+        self._persona_terms = frozenset(terms(persona))
 
     @classmethod
     def from_config(cls, config: Config) -> Kiosk:
@@ -124,10 +124,12 @@ class Kiosk:
         return ", ".join(self.vocabulary) + "."
 
     def ground(self, question: str) -> Grounding:
-        """Whether the knowledge covers ``question``, and the entries that best answer it."""
-        matches = self.index.search(question, self.retrieve_entries)
+        """Whether the knowledge covers ``question``, and the entries that best answer it.
+
+        Words of the persona (the venue's name: "is there a cafe in the museum?") neither help nor hurt."""
+        matches = self.index.search(question, self.retrieve_entries, neutral=self._persona_terms)
         entries = tuple(self.entries[m.index] for m in matches)
-        if not terms(question):  # "hello", "thank you": nothing to look up, the model answers
+        if not set(terms(question)) - self._persona_terms:  # "hello", "thank you": nothing to look up
             return Grounding(True, 1.0, entries)
         coverage = max((m.coverage for m in matches), default=0.0)
         return Grounding(coverage >= self.grounding_threshold, coverage, entries)

@@ -30,7 +30,8 @@ STOP_WORDS = frozenset(
     too under until up us very was way we were what when where which while who whom why will with would yes you
     your yours hello hi hey excuse sorry okay ok want wanted i'd i'm there's what's where's place somewhere anywhere
     someone somebody anyone anybody thing things use using current currently actually maybe find located i've you're
-    it's that's we're they're don't doesn't can't won't isn't aren't till come coming visit visiting many""".split()  # noqa: SIM905
+    it's that's we're they're don't doesn't can't won't isn't aren't till come coming visit visiting many
+    inside indoors""".split()  # noqa: SIM905
 )
 
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -183,11 +184,13 @@ class BM25Index:
             out.append(term)
         return list(dict.fromkeys(out))
 
-    def search(self, question: str, k: int | None = None) -> list[Match]:
-        """Entries ranked by BM25 score, best first (those sharing no term left out); at most ``k``."""
+    def search(self, question: str, k: int | None = None, *, neutral: frozenset[str] = frozenset()) -> list[Match]:
+        """Entries ranked by BM25 score, best first (those sharing no term left out); at most ``k``.
+
+        ``neutral`` terms (the venue's own name, say) rank but do not count for or against coverage."""
         query = self.query_terms(question)
         weight = {t: self.idf.get(t, self.unseen_idf) for t in query}
-        total = sum(weight.values())
+        total = sum(w for t, w in weight.items() if t not in neutral)
         matches = []
         for index, doc in enumerate(self.docs):
             length = sum(doc.values())
@@ -197,8 +200,8 @@ class BM25Index:
                 if f:
                     norm = f + self.k1 * (1 - self.b + self.b * length / self.avg_len)
                     score += weight[t] * f * (self.k1 + 1) / norm
-                    covered += weight[t]
+                    covered += weight[t] if t not in neutral else 0.0
             if score > 0:
-                matches.append(Match(index, score, covered / total))
+                matches.append(Match(index, score, covered / total if total else 1.0))
         matches.sort(key=lambda m: (-m.score, m.index))
         return matches[:k] if k is not None else matches
