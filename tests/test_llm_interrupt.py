@@ -60,7 +60,7 @@ def test_interrupt_stops_a_prefill_in_progress_and_every_later_call(model: Llama
     model.interrupt()
     worker.join(5)
     assert not worker.is_alive()
-    assert time.monotonic() - t < 1.5  # one chunk of 32 tokens at most
+    assert time.monotonic() - t < 1.5  # one chunk of 64 tokens at most
     assert failure and getattr(failure[0], "code", "") == "llm_interrupted"
     assert 0 < model.cached_tokens < len(model.tokens(LONG, generation_prompt=False))
     with pytest.raises(LanguageModelError, match="interrupted"):

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 
-PREFILL_CHUNK = 32
+PREFILL_CHUNK = 64
 """Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
-be interrupted (shutdown), so no prefill ever holds the model for more than ~0.3 s on two cores."""
+be interrupted (shutdown), so no prefill holds the model for more than ~0.5 s on two cores; 32 cost a fifth of
+the prefill speed (107 against 134 tokens/s here), 64 nothing measurable."""
 
 
 class LlamaCppModel:
