@@ -274,7 +274,8 @@ def test_grounded_model_answers_dont_know_without_the_model(kiosk: Kiosk) -> Non
     assert grounded.prefill(conversation(kiosk.prefix, [], "Can I bring my dog?")) == 0 and llm.prefilled == []
 
 
-def test_grounded_model_passes_known_questions_and_everything_else_through(kiosk: Kiosk) -> None:
+def test_grounded_model_passes_known_questions_and_everything_else_through() -> None:
+    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, direct_answers=False)
     llm = RecordingLlm()
     grounded = kiosk.grounded(llm)
     messages = conversation(kiosk.prefix, [], "Is there a gift shop?")
@@ -289,7 +290,9 @@ def test_grounded_model_passes_known_questions_and_everything_else_through(kiosk
 
 def test_large_knowledge_is_retrieved_per_question_and_the_prefix_stays_fixed() -> None:
     extra = "\n".join(f"What is exhibit {i}? Exhibit {i} is a model ship from harbour number {i}." for i in range(300))
-    big = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE + extra, knowledge_budget_tokens=1000, retrieve_entries=3)
+    big = Kiosk(
+        SAMPLE_PERSONA, SAMPLE_KNOWLEDGE + extra, knowledge_budget_tokens=1000, retrieve_entries=3, direct_answers=False
+    )
     assert big.retrieval
     assert "Lighthouse Cafe" not in big.prefix[0].content  # no facts in the system prompt
     llm = RecordingLlm()
@@ -340,12 +343,12 @@ def test_kiosk_keys_are_validated_and_a_toml_file_is_read(tmp_path: Path) -> Non
         config_from_dict({"kiosk": {"retrieve_entries": 0}})
 
 
-def test_recognizer_prompt_is_the_venue_vocabulary_unless_configured() -> None:
-    kiosk = Kiosk.from_config(Config())
+def test_recognizer_prompt_is_the_venue_vocabulary_when_asked_unless_configured() -> None:
+    kiosk = Kiosk.from_config(config_from_dict({"kiosk": {"vocabulary_prompt": True}}))
     assert kiosk.asr_prompt("").startswith("Ada, Harbour City Museum, Lighthouse Cafe")
     assert kiosk.asr_prompt("My own words.") == "My own words."
-    off = Kiosk.from_config(config_from_dict({"kiosk": {"vocabulary_prompt": False}}))
-    assert off.asr_prompt("") == ""
+    off = Kiosk.from_config(Config())  # off by default: it costs recognition time on the reply's path
+    assert off.asr_prompt("") == "" and off.asr_prompt("My own words.") == "My own words."
 
 
 def test_a_partly_covered_question_gets_its_reply_checked_against_the_knowledge(kiosk: Kiosk) -> None:
@@ -378,3 +381,41 @@ def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
 )
 def test_reply_support(kiosk: Kiosk, question: str, reply: str, supported: bool) -> None:
     assert kiosk.supported(reply, question) is supported, kiosk.unsupported(reply, question)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Where is the whale skeleton?", "In the whale hall on the first floor."),
+        ("Is there a cafe in the museum?", "The Lighthouse Cafe is on the top floor, open from 10 am to 5 pm."),
+        ("Can I take photos inside?", "Yes, without flash."),
+        (
+            "Where can I leave my backpack?",
+            "In the free cloakroom and lockers on the ground floor, next to the main entrance.",
+        ),
+        ("Where do I park?", "The Quay Street car park is next door, 3 euros per hour."),
+    ],
+)
+def test_a_question_one_entry_answers_outright_gets_its_answer_without_the_model(
+    kiosk: Kiosk, question: str, answer: str
+) -> None:
+    llm = RecordingLlm()
+    grounded = kiosk.grounded(llm)
+    messages = conversation(kiosk.prefix, [], question)
+    assert "".join(grounded.stream_reply(messages, max_tokens=40)) == answer
+    assert llm.prompts == [] and grounded.last_verdict == "direct"
+    assert grounded.prefill(messages) == 0  # nothing for the model to prepare either
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How old is the whale skeleton?",  # a near miss: the entry does not say
+        "How many ships are in the museum?",  # "ships" only nearly spells "shop"
+        "Is there a lift?",  # the lifts are in the toilets' answer, not what that entry is about
+        "Are there guided tours in English?",  # two entries (tours, audio guide) answer about equally well
+        "Do children have to pay?",
+    ],
+)
+def test_questions_no_entry_answers_outright_go_to_the_model(kiosk: Kiosk, question: str) -> None:
+    assert kiosk.ground(question).direct is None

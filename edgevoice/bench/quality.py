@@ -225,8 +225,10 @@ def recognize_all(
     names = [n.lower() for n in kiosk.vocabulary]
     for index, name in enumerate(asr_names):
         prompts = [kiosk.asr_prompt(config.asr.initial_prompt)]
-        if index == 0 and options.compare_prompt and prompts[0]:
-            prompts.append("")
+        if index == 0 and options.compare_prompt:  # the configured prompt against the other choice
+            other = "" if prompts[0] else (", ".join(kiosk.vocabulary) + "." if kiosk.vocabulary else "")
+            if other != prompts[0]:
+                prompts.append(other)
         rec = open_recognizer(store, config, name)
         try:
             for prompt in prompts:

@@ -8,6 +8,9 @@
   held back until complete and replaced by :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if it brings a number or
   several words the knowledge, the persona and the question never use (an invention). Fully covered questions
   stream as usual, so the common case pays no latency for it.
+* **Direct answers**: a question one entry answers outright (the entry contains every word of the question and
+  no other entry rivals it) gets the entry's answer as the operator wrote it, without the model: right, speakable,
+  and with no generation to wait for. The model answers everything else.
 * **Grounding gate**: a question whose words the knowledge does not cover (idf-weighted coverage of the best entry
   below ``grounding_threshold``) is answered with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` without running the
   model. A 0.5B model says "I don't know" unreliably; a lexical gate never invents. It cannot tell a near miss
@@ -29,13 +32,19 @@ from edgevoice.events import ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
 from edgevoice.kiosk.prompt import DONT_KNOW, prefix_messages, question_with_facts
-from edgevoice.kiosk.retrieval import BM25Index, near, terms
+from edgevoice.kiosk.retrieval import BM25Index, Match, near, terms
 
 if TYPE_CHECKING:
     from edgevoice.config import Config
 
 __all__ = ["GroundedModel", "Grounding", "Kiosk"]
 
+DIRECT_COVERAGE = 0.999
+"""A direct answer needs an entry that contains every (idf-weighted) word of the question."""
+DIRECT_MARGIN = 1.5
+"""... and a BM25 score this many times that of any other entry that contains them all."""
+DIRECT_QUESTION_SHARE = 0.4
+"""... and whose own question (or keywords) holds this idf-weighted share of the question's words."""
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
@@ -60,6 +69,9 @@ class Grounding:
     """Best entry's idf-weighted share of the question's terms (1.0 for a question with no content words)."""
     entries: tuple[Entry, ...] = ()
     """The best-ranked entries, best first."""
+    direct: str | None = None
+    """The answer to speak as it stands, without the model: one entry covers every word of the question and no
+    other entry rivals it (see :meth:`Kiosk.ground`)."""
 
 
 class Kiosk:
@@ -78,10 +90,13 @@ class Kiosk:
         hint_entries: int = 0,
         venue_examples: int = 0,
         verify_below: float = 0.8,
+        direct_answers: bool = True,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
-        question (0: none)."""
+        question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
+        spoken as the operator wrote it, without the language model."""
         self.hint_entries = hint_entries
+        self.direct_answers = direct_answers
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
         self.entries = parse_knowledge(knowledge)
@@ -115,6 +130,7 @@ class Kiosk:
             hint_entries=k.hint_entries,
             venue_examples=k.venue_examples,
             verify_below=k.verify_below,
+            direct_answers=k.direct_answers,
         )
 
     def asr_prompt(self, configured: str = "") -> str:
@@ -132,7 +148,28 @@ class Kiosk:
         if not set(terms(question)) - self._persona_terms:  # "hello", "thank you": nothing to look up
             return Grounding(True, 1.0, entries)
         coverage = max((m.coverage for m in matches), default=0.0)
-        return Grounding(coverage >= self.grounding_threshold, coverage, entries)
+        return Grounding(coverage >= self.grounding_threshold, coverage, entries, self._direct(question, matches))
+
+    def _direct(self, question: str, matches: Sequence[Match]) -> str | None:
+        """The best entry's answer when it contains every word of the question as said (no near spellings), has a
+        question of its own that shares the question's main words (so its answer was written as a reply to this
+        kind of question, not merely mentions them), and clearly outranks every other entry that covers it all."""
+        if not self.direct_answers or not matches or matches[0].coverage < DIRECT_COVERAGE:
+            return None
+        best = self.entries[matches[0].index]
+        if not best.question or not best.answer:
+            return None
+        asked = set(terms(question)) - self._persona_terms
+        if not asked <= set(terms(best.search_text())):
+            return None  # covered only through a near spelling ("ships" for "shop")
+        weight = {t: self.index.idf.get(t, self.index.unseen_idf) for t in asked}
+        own = set(terms(" ".join((best.question, *best.keywords))))
+        if sum(w for t, w in weight.items() if t in own) < DIRECT_QUESTION_SHARE * sum(weight.values()):
+            return None  # the words are in its answer only ("is there a lift?" and the toilets "next to the lifts")
+        rivals = [m for m in matches[1:] if m.coverage >= DIRECT_COVERAGE]
+        if rivals and rivals[0].score * DIRECT_MARGIN > matches[0].score:
+            return None  # two entries answer it about equally well: let the model choose and phrase
+        return best.answer
 
     def unsupported(self, reply: str, question: str) -> list[str]:
         """The reply's content words that neither the knowledge, the persona nor the question contains."""
@@ -208,6 +245,10 @@ class GroundedModel:
             self.last_verdict = "gate"
             yield DONT_KNOW
             return
+        if grounding is not None and grounding.direct is not None:
+            self.last_verdict = "direct"
+            yield grounding.direct  # the operator's own words: right, speakable, and at once
+            return
         stream = self.llm.stream_reply(rewritten, max_tokens=max_tokens)
         if grounding is None or grounding.coverage >= self.kiosk.verify_below:
             yield from stream
@@ -236,7 +277,7 @@ class GroundedModel:
         """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""
         prefill = getattr(self.llm, "prefill", None)
         rewritten, grounding = self._rewrite(messages)
-        if prefill is None or (grounding is not None and not grounding.known):
+        if prefill is None or (grounding is not None and (not grounding.known or grounding.direct is not None)):
             return 0  # a model without a cache, or a question that will not reach the model
         return int(prefill(rewritten))
 
