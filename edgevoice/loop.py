@@ -44,6 +44,8 @@ PARTIAL_FRAMES = 31
 """A partial transcript about every second of a turn in progress."""
 PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
+SPECULATION_WAIT_S = 0.4
+"""At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
@@ -130,6 +132,11 @@ class VoiceLoop:
         self._held: Turn | None = None
         """A turn that reached ``max_turn_s``, waiting for the visitor to pause before it is answered."""
         self._held_silence = 0
+        self._early_verdict: float | None = None
+        """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
+        self._silence_audio: list[FloatAudio] | None = None
+        """The turn's frames up to the moment the visitor fell silent (for the early verdict)."""
+        self._speculation_done = threading.Event()
         self._turn_id = 0
         self._segment_start = 0
         self._last_partial = 0
@@ -270,12 +277,15 @@ class VoiceLoop:
                     self._turn_open = True
                 self.asr.start_turn(self._turn_id)
             elif isinstance(event, Pause) and self._turn is not None:
-                try:
-                    p = self.turn_model.probability_complete(np.concatenate(self._turn))
-                except EdgeVoiceError as exc:
-                    log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
-                    self.errors.append(exc)
-                    p = 0.0
+                early, self._early_verdict = self._early_verdict, None
+                if early is not None and self._spec_valid:  # asked at the silence's onset, nothing said since
+                    p = early
+                else:
+                    if self._spec_valid and not self._replying.is_set():
+                        # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two
+                        # threads by half on two cores; one after the other both are done sooner
+                        self._speculation_done.wait(SPECULATION_WAIT_S)
+                    p = self._turn_probability(np.concatenate(self._turn))
                 verdict = self.endpointer.report_turn_probability(p)
                 if not any(isinstance(e, TurnEnd) for e in verdict):
                     # an incomplete turn: what was said up to this pause is stable, decode it now
@@ -340,6 +350,7 @@ class VoiceLoop:
         if self._turn is None:
             return
         if probability >= self.endpointer.config.threshold:
+            self._early_verdict = self._silence_audio = None
             if self._speculated:
                 with self._spec_lock:
                     self._speculated = self._spec_valid = False
@@ -352,11 +363,35 @@ class VoiceLoop:
             with self._spec_lock:
                 self._speculated = self._spec_valid = True
                 self._spec_seq = self.asr.speculate(np.concatenate(self._turn[self._segment_start :]))
+            self._speculation_done.clear()
+            self._silence_audio = list(self._turn)
+        elif (
+            self._spec_valid
+            and self._early_verdict is None
+            and self._silence_audio is not None
+            and self._speculation_done.is_set()
+        ):
+            # Smart Turn's verdict on the turn as it was when the visitor fell silent, the silence still to come as
+            # zeros, computed once the speculative decode is done (the two at once slowed whisper.cpp's threads by
+            # half on two cores) and before the pause is long enough: the verdict is ready when it is
+            silence = np.zeros(int(self.endpointer.config.silence_ms * RATE / 1000) - FRAME, np.float32)
+            self._early_verdict = self._turn_probability(np.concatenate([*self._silence_audio, silence]))
+            self._silence_audio = None
+
+    def _turn_probability(self, audio: FloatAudio) -> float:
+        """Smart Turn's probability that the turn is complete; 0 (wait for the silence timeout) if it fails."""
+        try:
+            return self.turn_model.probability_complete(audio)
+        except EdgeVoiceError as exc:
+            log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
+            self.errors.append(exc)
+            return 0.0
 
     # -- speculative replies (see edgevoice/speculation.py) ---------------------------------------------------------
     def _on_speculation(self, spec: Speculation) -> None:
         """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
         put the question into the language model's cache."""
+        self._speculation_done.set()
         with self._spec_lock:
             start = (
                 self.speculative_reply
