@@ -362,6 +362,37 @@ def test_a_partly_covered_question_gets_its_reply_checked_against_the_knowledge(
     assert reply == "The whale skeleton is in the whale hall on the first floor." and honest.last_verdict == "model"
 
 
+class WordByWordLlm(RecordingLlm):
+    """Streams its reply a word at a time, as a model does, and records how far it got."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.given = 0
+
+    def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
+        self.prompts.append(list(messages))
+        for i, word in enumerate(self.reply.split(" ")):
+            self.given += 1
+            yield word if i == 0 else " " + word
+
+
+def test_a_checked_reply_speaks_each_supported_sentence_as_soon_as_it_is_complete(kiosk: Kiosk) -> None:
+    question = "How tall is the whale skeleton?"
+    llm = WordByWordLlm("It is in the whale hall on the first floor. It is 25 metres long. It is old.")
+    grounded = kiosk.grounded(llm)
+    pieces = []
+    for piece in grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40):
+        pieces.append(piece)
+        if piece.strip():
+            spoken_after = llm.given  # the first sentence came out before the model went on
+            break
+    assert pieces[-1] == "It is in the whale hall on the first floor."
+    assert spoken_after == 10  # its ten words, not one more
+    rest = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
+    # the invented second sentence ends the reply there: the supported first one stays, nothing after it
+    assert rest == "It is in the whale hall on the first floor." and grounded.last_verdict == "unsupported"
+
+
 def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
     grounded = kiosk.grounded(RecordingLlm("It is 99 euros, founded in 1700."))  # wrong, but the check is skipped
     reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], "How much are tickets?"), max_tokens=40))

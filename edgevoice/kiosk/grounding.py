@@ -4,10 +4,11 @@
   costs only its own tokens.
 * **Large knowledge** (over ``knowledge_budget_tokens``): the prefix holds persona, rules and examples only (still
   cached), and each question carries the ``retrieve_entries`` entries BM25 ranks best for it.
-* **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), the model's reply is
-  held back until complete and replaced by :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if it brings a number or
-  several words the knowledge, the persona and the question never use (an invention). Fully covered questions
-  stream as usual, so the common case pays no latency for it.
+* **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), each sentence of the
+  model's reply is held back until complete and checked (with what came before it): a number or several words the
+  knowledge, the persona and the question never use (an invention) end the reply there, with
+  :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported sentences are spoken as they come,
+  so a checked reply waits for its first sentence, not for its end; fully covered questions stream as usual.
 * **Direct answers**: a question one entry answers outright (the entry contains every word of the question and
   no other entry rivals it) gets the entry's answer as the operator wrote it, without the model: right, speakable,
   and with no generation to wait for. The model answers everything else.
@@ -253,23 +254,38 @@ class GroundedModel:
         if grounding is None or grounding.coverage >= self.kiosk.verify_below:
             yield from stream
             return
-        # A partly covered question: hold the reply back until it is complete (empty pieces keep the caller's
-        # cancel checks going), then speak it only if the knowledge supports it.
-        pieces: list[str] = []
+        # A partly covered question: each sentence is held back until it is complete and checked, with what was
+        # said before it, against the knowledge (empty pieces keep the caller's cancel checks going). A supported
+        # sentence is spoken at once; the first unsupported one ends the reply ("I don't know" if nothing was said).
+        question = messages[-1].content
+        spoken, pending, sentences = "", "", 0
         try:
             for piece in stream:
-                pieces.append(piece)
+                pending += piece
                 yield ""
-                if len(_SENTENCE_END.findall("".join(pieces))) >= MAX_HELD_SENTENCES:
-                    break
+                while (end := _SENTENCE_END.search(pending)) is not None:
+                    sentence, pending = pending[: end.end()], pending[end.end() :]
+                    if not self.kiosk.supported(spoken + sentence, question):
+                        self.last_verdict = "unsupported"
+                        if not spoken:
+                            yield DONT_KNOW
+                        return
+                    spoken += sentence
+                    sentences += 1
+                    yield sentence
+                if sentences >= MAX_HELD_SENTENCES:
+                    return
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-        reply = "".join(pieces)
-        if self.kiosk.supported(reply, messages[-1].content):
-            yield reply
-        else:
+        if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
+            if self.kiosk.supported(spoken + pending, question):
+                yield pending
+                spoken += pending
+            else:
+                self.last_verdict = "unsupported"
+        if not spoken.strip():
             self.last_verdict = "unsupported"
             yield DONT_KNOW
 
