@@ -322,8 +322,13 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     partials: list[str] = []
     loop.on_event = lambda name, _turn, text: partials.append(text) if name == "partial" else None
     with running(loop):
-        # 1.6 s of speech, a 0.4 s pause the end-of-turn model calls incomplete, 0.5 s more, then silence
-        mic.write(np.concatenate([silence(0.3), speech(1.6), silence(0.4), speech(0.5), silence(0.6)]))
+        # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
+        # incomplete, 0.5 s more, then silence
+        mic.write(np.concatenate([silence(0.3), speech(1.6)]))
+        deadline = time.monotonic() + 10
+        while not partials and time.monotonic() < deadline:
+            time.sleep(0.005)
+        mic.write(np.concatenate([silence(0.4), speech(0.5), silence(0.6)]))
         assert done.wait(10)
     (trace,) = traces
     # the stable first part was decoded at the pause, the rest at the end, and the two joined
