@@ -9,7 +9,14 @@ from edgevoice.models.manifest import ROLES, load_manifest
 from edgevoice.models.store import ModelStore
 
 # The format each role's engine expects for the main file of a model.
-ROLE_FORMAT = {"vad": "onnx", "turn": "onnx", "asr": "ggml-whisper", "llm": "gguf", "tts": "onnx"}
+ROLE_FORMAT = {
+    "vad": "onnx",
+    "turn": "onnx",
+    "asr": "ggml-whisper",
+    "llm": "gguf",
+    "tts": "onnx",
+    "embed": "safetensors",
+}
 
 
 def test_shipped_manifest_parses_and_covers_every_role() -> None:
@@ -22,6 +29,7 @@ def test_shipped_manifest_parses_and_covers_every_role() -> None:
         "whisper-tiny.en",
         "qwen2.5-0.5b-instruct-q4km",
         "piper-en_US-joe-medium",
+        "all-minilm-l6-v2",
     }
     assert {"whisper-base", "qwen2.5-1.5b-instruct-q4km"} <= set(manifest.names())
     for spec in manifest:
@@ -32,6 +40,9 @@ def test_shipped_manifest_parses_and_covers_every_role() -> None:
     piper = manifest.get("piper-en_US-joe-medium")
     assert [o.file for o in piper.outputs] == ["en_US-joe-medium.onnx", "en_US-joe-medium.onnx.json"]
     assert "CC0" in piper.license
+    minilm = manifest.get("all-minilm-l6-v2")
+    assert [o.format for o in minilm.outputs] == ["safetensors", "json", "json", "json"]
+    assert "Apache-2.0" in minilm.license
 
 
 @pytest.mark.models

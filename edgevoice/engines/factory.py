@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, ModelMissingError
 from edgevoice.models.store import ModelStore
 from edgevoice.pipeline import Engines
+
+if TYPE_CHECKING:
+    from edgevoice.engines.minilm import MiniLmEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -111,3 +115,45 @@ def load_turn_model(config: Config, store: ModelStore | None = None) -> object:
 
     store = store or model_store(config)
     return SmartTurn(resolve(store, "turn", config.models.turn), threads=1)
+
+
+def embedder_files(store: ModelStore, value: str) -> dict[str, Path]:
+    """The embedding model's files: ``weights``, ``tokenizer``, ``config`` and ``pooling`` (the last two may be
+    missing for one's own model). ``value``: a manifest name, or a sentence-transformers model folder (or its
+    ``model.safetensors``) with ``tokenizer.json``, ``config.json`` and ``1_Pooling/config.json`` beside it."""
+    if value in store.manifest.models:
+        spec = store.manifest.models[value]
+        kinds = {
+            "weights": ".safetensors",
+            "tokenizer": "tokenizer.json",
+            "config": "config.json",
+            "pooling": "pooling.json",
+        }
+        return {
+            kind: store.path(value, out.file)
+            for kind, suffix in kinds.items()
+            for out in spec.outputs
+            if out.file.endswith(suffix)
+        }
+    path = Path(value).expanduser()
+    folder = path if path.is_dir() else path.parent
+    weights = folder / "model.safetensors" if path.is_dir() else resolve(store, "embed", value)
+    files = {"weights": weights, "tokenizer": folder / "tokenizer.json"}
+    files |= {"config": folder / "config.json", "pooling": folder / "1_Pooling" / "config.json"}
+    for kind in ("weights", "tokenizer"):
+        if not files[kind].is_file():
+            raise ModelMissingError(f"models.embed = {value!r}: no {files[kind]}")
+    return {kind: p for kind, p in files.items() if p.is_file()}
+
+
+def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbedder:
+    """The sentence encoder for the kiosk's semantic matching (``[models] embed``), run in numpy."""
+    from edgevoice.engines.minilm import MiniLmEmbedder
+
+    files = embedder_files(store or model_store(config), config.models.embed)
+    t = time.perf_counter()
+    embedder = MiniLmEmbedder(
+        files["weights"], files["tokenizer"], config=files.get("config"), pooling=files.get("pooling")
+    )
+    log.info("embedding model %s loaded in %.0f ms", files["weights"].name, 1000 * (time.perf_counter() - t))
+    return embedder

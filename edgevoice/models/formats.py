@@ -31,6 +31,7 @@ __all__ = [
     "check_gguf",
     "check_json",
     "check_onnx",
+    "check_safetensors",
 ]
 
 _GGUF_MAGIC = b"GGUF"
@@ -330,11 +331,41 @@ def check_json(path: Path) -> dict[str, Any]:
     return data
 
 
+_SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the format's own limit
+
+
+def check_safetensors(path: Path) -> dict[str, tuple[int, ...]]:
+    """A safetensors file (weights read by numpy): the JSON header's tensors fit the file exactly. Returns each
+    tensor's shape."""
+    path = Path(path)
+    size = _nonempty_size(path, "safetensors")
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        length = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 2 <= length <= min(_SAFETENSORS_MAX_HEADER, size - 8):
+            raise ModelFormatError(f"{path}: not a safetensors file (header length {length}, file {size} bytes)")
+        raw = fh.read(length)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+        tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+        shapes = {k: tuple(int(n) for n in v["shape"]) for k, v in tensors.items()}
+        end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise ModelFormatError(f"{path}: not a safetensors file (bad header: {exc})") from exc
+    if 8 + length + end != size:
+        raise ModelFormatError(
+            f"{path}: safetensors file is truncated or padded: its header describes {8 + length + end} bytes, "
+            f"the file has {size}; reinstall the model"
+        )
+    return shapes
+
+
 _CHECKS: Mapping[str, Callable[[Path], object]] = {
     "onnx": check_onnx,
     "gguf": check_gguf,
     "ggml-whisper": check_ggml_whisper,
     "json": check_json,
+    "safetensors": check_safetensors,
 }
 FORMATS: frozenset[str] = frozenset(_CHECKS)
 

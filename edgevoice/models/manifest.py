@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 SCHEMA = 1
-ROLES: tuple[str, ...] = ("vad", "turn", "asr", "llm", "tts")
+ROLES: tuple[str, ...] = ("vad", "turn", "asr", "llm", "tts", "embed")
 # Conversion name -> the named inputs it takes (each an ordered list of archive members, concatenated).
 CONVERSIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {"ct2-whisper-to-ggml": ("model", "vocabulary", "mel_filters")}
