@@ -33,7 +33,9 @@ class ModelsConfig:
     asr: str = "whisper-tiny.en"
     llm: str = "qwen2.5-0.5b-instruct-q4km"
     tts: str = "piper-en_US-joe-medium"
-    """Each is a manifest name (see `edgevoice models list`) or a path to one's own model file."""
+    embed: str = "all-minilm-l6-v2"
+    """Each is a manifest name (see `edgevoice models list`) or a path to one's own model file (``embed``: a
+    sentence-transformers folder with model.safetensors, tokenizer.json and config.json)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,10 @@ class KioskConfig:
     direct_answers: bool = True
     """A question one knowledge entry answers outright (every word of the question in it, no rival entry) gets that
     entry's answer as written, without the language model: the operator's words, at once."""
+    semantic: bool = True
+    """Match questions to the knowledge by meaning too (the ``[models] embed`` sentence encoder, one forward pass of
+    a few ms per question): paraphrases that share no word with their entry are recognised, questions unrelated to
+    every entry get "I don't know". Off, or with the model not installed: by their words only."""
     vocabulary_prompt: bool = False
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge. Off by
     default: it got venue names right far more often (82 % against 47 % in `edgevoice bench --quality`), but a

@@ -77,10 +77,78 @@ DEV_OUT: tuple[Question, ...] = (
     Question("d-pushchair", "Can I bring a pushchair?"),
 )
 
+# Third round, written for semantic matching (edgevoice/kiosk/semantic.py): paraphrases that share few words with
+# their entry, and questions outside the knowledge, near misses among them (a detail the entry does not give). Its
+# thresholds were chosen on all three rounds; none of these is taken from the benchmark either.
+DEV_IN_3: tuple[Question, ...] = (
+    Question("d-closed-day", "What days are you closed?", (("Monday",),)),
+    Question("d-late-day", "Are you open late on any day?", (("Thursday",), ("9 pm",))),
+    Question(
+        "d-stop-letting", "How long before closing do you stop letting people in?", (("half an hour", "30 minutes"),)
+    ),
+    Question("d-fee", "What's the entrance fee?", (("14 euros",),)),
+    Question("d-pensioner", "Do pensioners get a reduction?", (("9 euros",),)),
+    Question("d-whole-year", "Can I buy a ticket that is valid for the whole year?", (("40 euros",),)),
+    Question("d-season", "Is there a season ticket?", (("40 euros",),)),
+    Question("d-jacket", "Where do I drop off my jacket?", (("cloakroom",),)),
+    Question("d-lockers", "Are there lockers?", (("ground floor", "lockers"),)),
+    Question("d-wash-hands", "Where can I wash my hands?", (("every floor", "lifts"),)),
+    Question("d-lunch", "I'm hungry, is there anywhere to have lunch?", (("Lighthouse", "top floor"),)),
+    Question("d-drink", "Where can I get a drink?", (("Lighthouse", "top floor"),)),
+    Question("d-gifts", "Can I buy gifts here?", (("exit",),)),
+    Question("d-bones", "Where can I see the big whale bones?", (("first floor",),)),
+    Question("d-sunken", "Where are the sunken ships displayed?", (("second floor",),)),
+    Question("d-now-on", "Which exhibition is on right now?", (("Maps of the Sea",),)),
+    Question("d-map-until", "How long does the map exhibition run?", (("March 30",),)),
+    Question("d-show-around", "Can someone show us around?", (("11 am", "3 pm"),)),
+    Question("d-tour-cost", "Do tours cost extra?", (("5 euros",),)),
+    Question(
+        "d-headphones", "Can I listen to commentary on headphones while I walk around?", (("3 euros", "audio guide"),)
+    ),
+    Question("d-guide-langs", "Which languages is the audio guide in?", (("German",),)),
+    Question(
+        "d-disabled", "Is the building suitable for disabled visitors?", (("step-free", "step free", "wheelchair"),)
+    ),
+    Question("d-borrow-chair", "Can I borrow a wheelchair?", (("cloakroom",),)),
+    Question("d-photography", "Is photography permitted?", (("flash",),)),
+    Question("d-online", "Can I get online here?", (("HarbourMuseum", "no password"),)),
+    Question("d-network-name", "What's the name of the wireless network?", (("HarbourMuseum",),)),
+    Question("d-which-stop", "Which stop should I get off at?", (("Harbour Square",),)),
+    Question("d-walk", "How far is it from the tram stop?", (("two minutes",),)),
+    Question("d-car", "Where can I leave my car?", (("Quay Street",),)),
+    Question("d-left-jacket", "My son left his scarf here yesterday, where can we look for it?", (("cloakroom",),)),
+    Question("d-found-wallet", "I found someone's purse, who should I hand it to?", (("cloakroom",),)),
+    Question("d-cut-finger", "I cut my finger, can someone help me?", (("first aid", "information desk"),)),
+    Question("d-injured", "Who can help if somebody gets injured?", (("first aid",),)),
+)
+DEV_OUT_3: tuple[Question, ...] = (
+    Question("d-restaurant-town", "What's the best restaurant in town?"),
+    Question("d-airport", "How do I get to the airport?"),
+    Question("d-translate", "Can you translate this into Spanish?"),
+    Question("d-math", "What is two plus two?"),
+    Question("d-ferry", "When does the next ferry leave?"),
+    Question("d-sim", "Where can I buy a SIM card?"),
+    Question("d-concerts", "Are there any concerts this weekend?"),
+    Question("d-wedding", "Can I get married at the museum?"),
+    Question("d-prayer", "Is there a prayer room?"),
+    Question("d-charge-phone", "Can I charge my phone somewhere?"),
+    Question("d-baby-change", "Is there a baby changing room?"),
+    Question("d-species", "What species is the whale?"),
+    Question("d-coffee-price", "How much is a coffee in the cafe?"),
+    Question("d-book-online", "Can I book tickets online?"),
+    Question("d-family", "Is there a family ticket?"),
+    Question("d-wreck-depth", "How deep was the shipwreck found?"),
+    Question("d-ev-charge", "Where can I charge my electric car?"),
+    Question("d-locker-count", "How many lockers are there?"),
+    Question("d-quiet", "Is there a quiet room where I can rest?"),
+    Question("d-cafe-terrace", "Does the cafe have a terrace?"),
+)
+
 
 def test_dev_and_benchmark_questions_are_different() -> None:
     bench = {q.text.lower() for q in IN_KNOWLEDGE + OUT_OF_KNOWLEDGE}
-    assert not bench & {q.text.lower() for q in DEV_IN + DEV_OUT}
+    dev = [q.text.lower() for q in DEV_IN + DEV_OUT + DEV_IN_3 + DEV_OUT_3]
+    assert not bench & set(dev) and len(set(dev)) == len(dev)
 
 
 @pytest.fixture(scope="module")

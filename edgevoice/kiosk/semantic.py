@@ -1,0 +1,109 @@
+"""Semantic matching: how close a visitor's question is in meaning to each knowledge entry.
+
+A lexical score cannot see that "am I allowed to take pictures?" asks "can I take photos?", or that "do you have a
+yearly membership?" asks about the annual pass. A sentence encoder can (all-MiniLM-L6-v2 by default, run by
+:mod:`edgevoice.engines.minilm`): each entry is embedded once when the kiosk is built, as its question and as its
+question with the answer; a question costs one forward pass, and its similarity to an entry is the larger of its
+cosines with the two.
+
+The venue's own name is replaced by "here" on both sides before embedding: "who is the director of the museum?"
+would otherwise sit close to every entry that names the museum (the lexical side treats the name as neutral too).
+
+:class:`~edgevoice.kiosk.grounding.Kiosk` combines these similarities with the lexical coverage; the thresholds
+are there.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from edgevoice.kiosk.knowledge import Entry
+
+__all__ = ["Embedder", "SemanticIndex", "venue_name_pattern"]
+
+Floats = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """A sentence encoder: one L2-normalised vector per text (dot product = cosine similarity)."""
+
+    def embed(self, texts: Sequence[str]) -> Floats: ...
+
+
+def venue_name_pattern(names: Sequence[str]) -> re.Pattern[str] | None:
+    """The venue's names (``Harbour City Museum``) and the kind of place each ends with (``museum``), with an
+    optional "the" before and "'s" after, for replacement by a neutral word."""
+    phrases: dict[str, None] = {}
+    for name in names:
+        words = name.split()
+        if len(words) < 2:
+            continue  # the assistant's own name ("Ada") or a one-word name: too likely to be an ordinary word
+        phrases[name.lower()] = None
+        phrases[words[-1].lower()] = None
+    if not phrases:
+        return None
+    alternatives = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
+    return re.compile(rf"\b(?:the\s+)?(?:{alternatives})(?:'s)?\b", re.IGNORECASE)
+
+
+class SemanticIndex:
+    """The knowledge entries' embeddings, and the similarity of a question to each entry."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        entries: Sequence[Entry],
+        *,
+        venue_names: Sequence[str] = (),
+        cache_size: int = 16,
+    ) -> None:
+        """``cache_size``: the embeddings of this many recent questions are kept (a question is grounded both when
+        its reply is prepared and when it is given)."""
+        self.embedder = embedder
+        self._neutral = venue_name_pattern(venue_names)
+        n = len(entries)
+        texts = [e.question or e.answer for e in entries] + [e.search_text() for e in entries]
+        texts += [e.answer for e in entries]
+        vectors = embedder.embed([self.neutral(t) for t in texts]) if entries else np.zeros((0, 1), np.float32)
+        self.questions = vectors[:n]
+        """Each entry's question (its answer when it has none), embedded."""
+        self.with_answers = vectors[n : 2 * n]
+        """Each entry's question, answer and keywords, embedded."""
+        self.answers = vectors[2 * n :]
+        """Each entry's answer alone, embedded."""
+        self.own_relevance = np.sum(self.questions * self.answers, axis=1)
+        """How close each entry's answer is to its own question (1.0 for an entry without a question)."""
+        self._cache: OrderedDict[str, Floats] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def neutral(self, text: str) -> str:
+        return self._neutral.sub("here", text) if self._neutral is not None else text
+
+    def embed_question(self, question: str) -> Floats:
+        key = " ".join(question.split())
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        vector = self.embedder.embed([self.neutral(key)])[0]
+        with self._lock:
+            self._cache[key] = vector
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vector
+
+    def similarities(self, question: str) -> tuple[Floats, Floats]:
+        """Per entry: the question's cosine with the entry (the larger of its question and its question with the
+        answer), and its relevance to the entry's answer: its cosine with the answer less that of the entry's own
+        question (0 or more: the answer fits it at least as well as the question it was written for)."""
+        vector = self.embed_question(question)
+        similarity = np.maximum(self.questions @ vector, self.with_answers @ vector)
+        return similarity, self.answers @ vector - self.own_relevance
