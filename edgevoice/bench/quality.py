@@ -127,7 +127,11 @@ def run_quality(
         "conditions": [condition_name(c) for c in options.conditions],
         "snr_measured_db": snr_summary(utterances),
         "asr_prompt": kiosk.asr_prompt(config.asr.initial_prompt),
-        "gate": {"threshold": config.kiosk.grounding_threshold, "retrieval": kiosk.retrieval},
+        "gate": {
+            "threshold": config.kiosk.grounding_threshold,
+            "retrieval": kiosk.retrieval,
+            "semantic": kiosk.semantic is not None,
+        },
     }
     report["questions"]["out_of_knowledge"] = len(options.questions) - report["questions"]["in_knowledge"]
     report["recognition"], transcripts = recognize_all(store, config, kiosk, asr_names, utterances, options, progress)

@@ -123,6 +123,7 @@ def answer_row(
                 sum(v == "gate" for q, _, v, _ in rows if not q.in_knowledge), len(outside)
             ),
             "replaced_percent": _pct(sum(v == "unsupported" for _, _, v, _ in rows), len(rows)),
+            "direct_percent": _pct(sum(v == "direct" for q, _, v, _ in rows if q.in_knowledge), len(inside)),
         }
     spoken = [(q, *answered[t]) for k, q, t in inputs if k != "text"]
     replies = [r for _, r, _, _ in spoken if r]

@@ -21,7 +21,8 @@ def format_quality(report: dict[str, Any]) -> str:
         f"outside it; voices {', '.join(report['voices'])}; {', '.join(conditions)} "
         f"(pink noise; measured SNR {report['snr_measured_db']}).",
         f"Recognizer prompt: {report['asr_prompt']!r}. Grounding gate threshold {report['gate']['threshold']}"
-        f"{', retrieval mode' if report['gate']['retrieval'] else ''}.",
+        f"{', retrieval mode' if report['gate']['retrieval'] else ''}"
+        f", semantic matching {'on' if report['gate'].get('semantic') else 'off'}.",
         "",
         "Recognition (word error rate)",
         f"  {'model':<28} {'prompt':<7} " + " ".join(f"{c:>8}" for c in conditions) + "  names ok  no speech  ms/utt",
@@ -34,16 +35,17 @@ def format_quality(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Answers (right fact: questions in the knowledge; don't know: questions outside it)",
+        "Answers (right fact: questions in the knowledge; don't know: questions outside it; direct: questions in the"
+        " knowledge answered with an entry's own answer, without the model)",
         f"  {'model':<28} {'input':<7} {'right fact':>10} {'dont know':>10} {'false dk':>9} {'gated out':>10}"
-        f" {'replaced':>9}",
+        f" {'replaced':>9} {'direct':>8}",
     ]
     for row in report["answers"]:
         for kind, m in row["by_input"].items():
             lines.append(
                 f"  {row['model']:<28} {kind:<7} {_f(m['right_fact_percent']):>10} {_f(m['dont_know_percent']):>10}"
                 f" {_f(m['false_dont_know_percent']):>9} {_f(m['gated_out_of_knowledge_percent']):>10}"
-                f" {_f(m['replaced_percent']):>9}"
+                f" {_f(m['replaced_percent']):>9} {_f(m.get('direct_percent')):>8}"
             )
         s = row["spoken"]
         lines.append(
