@@ -217,13 +217,18 @@ def test_paraphrases_are_close_and_unrelated_questions_far(minilm: MiniLmEmbedde
 @pytest.mark.models
 def test_a_question_costs_one_short_forward_pass(minilm: MiniLmEmbedder) -> None:
     question = "Where can I leave my coat and bag before the tour starts?"
-    assert len(minilm.tokenizer.encode(question).ids) == 15
+    ids, mask = minilm.token_ids([question])
+    assert ids.shape == (1, 15) and mask.all()  # not padded to the tokenizer file's 128
+    ids, mask = minilm.token_ids([question, "Hello?"])
+    assert ids.shape == (2, 15) and mask.sum() == 15 + 4  # a batch is padded to its longest text only
     minilm.embed([question])
     times = []
     for _ in range(20):
         started = time.perf_counter()
         minilm.embed([question])
         times.append(time.perf_counter() - started)
-    # measured 9-23 ms on the 2-core VM (the slower with other work running); the bound only catches a regression
-    # by an order of magnitude (a pass padded to 256 tokens, or a Python loop over tokens)
-    assert sorted(times)[len(times) // 2] < 0.1
+    median = sorted(times)[len(times) // 2]
+    print(f"\nembedding a 15-token question: {1000 * median:.1f} ms (median of 20)")
+    # measured 7.5 ms on the quiet 2-core VM, 10-25 ms beside other work: the bound catches a pass gone wrong (a
+    # Python loop over tokens or heads), not a busy machine
+    assert median < 0.25
