@@ -93,7 +93,10 @@ class Answering:
                 turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
             )
             trace.speculative_transcript = self.asr.last_used_speculation
-            if spec is not None and spec.held is not None:
+            if reply.fallback is not None:  # the budget ran out before this thread was free: the phrase plays
+                self._cancel.set()
+                trace.transcript = transcript.text
+            elif spec is not None and spec.held is not None:
                 trace.speculative_reply = True
                 spec.held.release()  # the reply begun at the pause: what is ready plays now
                 spec.finish()
@@ -115,6 +118,8 @@ class Answering:
             self.output.fallback(reply, "error")
         finally:
             self.playback.expect_audio = False
+            if spec is not None:  # also when the held reply failed: no mark of this turn before its commit
+                trace.settle_before(turn.committed_wall)
             trace.fallback = reply.fallback
             trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
             trace.underruns = self.speaker.stats().underrun_events - underruns

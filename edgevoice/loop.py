@@ -198,6 +198,7 @@ class VoiceLoop(Answering):
             log.error("still running %.1f s after the stop request: %s", timeout, ", ".join(alive))
             return False
         self._threads.clear()
+        self.responder.resume()  # nothing of this loop computes any more: the model serves its next user
         return True
 
     def __enter__(self) -> VoiceLoop:
@@ -315,6 +316,7 @@ class VoiceLoop(Answering):
                     self._turn_open = False
                     spec, self._spec_reply = self._spec_reply, None
                     if spec is not None and turn.speculation_valid and spec.seq == self._spec_seq:
+                        self.output.committed(turn.turn_id, turn.committed_wall)
                         self.speculative_replies["adopted"] += 1
                         spec.adopt(turn)  # its responder answers this turn: its audio is ready or on the way
                         return
@@ -325,6 +327,7 @@ class VoiceLoop(Answering):
                         log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
                         self._held, self._held_silence = turn, 0
                         return
+                    self.output.committed(turn.turn_id, turn.committed_wall)  # its reply budget runs from here
                     self._turns.put(turn)
         speaking = self.endpointer.state == EndpointState.SPEECH
         if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
@@ -341,7 +344,9 @@ class VoiceLoop(Answering):
         if self._held_silence * FRAME / RATE * 1000 >= cfg.silence_ms:
             t = self.samples_in / RATE
             held, self._held = self._held, None
-            self._turns.put(dataclasses.replace(held, committed_t=t, committed_wall=self.clock.now()))
+            turn = dataclasses.replace(held, committed_t=t, committed_wall=self.clock.now())
+            self.output.committed(turn.turn_id, turn.committed_wall)
+            self._turns.put(turn)
             self.endpointer.reset(t=t)
 
     def _watch_for_silence(self, probability: float) -> None:

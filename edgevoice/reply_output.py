@@ -58,10 +58,29 @@ class ReplyOutput:
         self.samples = 0
         """Samples of the current reply written to the ring: its position (clauses count from its start)."""
         self.reply: Reply | None = None
+        self._pending: tuple[int, float] | None = None
+        """The last turn committed by the listener whose reply has not begun (its responder still busy)."""
         self._lock = threading.Lock()
 
-    def begin(self, turn_id: int, committed: float, trace: ReplyTrace) -> Reply:
+    def committed(self, turn_id: int, committed: float) -> None:
+        """(The listener) turn ``turn_id`` was committed at ``committed``: its budget runs from now, also while the
+        responder is still busy (ending a dropped speculative reply stuck in an engine, say)."""
         with self._lock:
+            self._pending = (turn_id, committed)
+
+    def begin(self, turn_id: int, committed: float, trace: ReplyTrace) -> Reply:
+        """The responder begins the reply to ``turn_id``. When the budget ran out before it could, the fallback
+        phrase already plays: the returned reply has ``fallback`` set and ``trace`` takes over its marks."""
+        with self._lock:
+            if self._pending is not None and self._pending[0] == turn_id:
+                self._pending = None
+            late = self.reply
+            if late is not None and late.turn_id == turn_id and late.fallback is not None:
+                trace.stream_start = late.trace.stream_start
+                trace.first_audio, trace.first_sample_queued = late.trace.first_audio, late.trace.first_sample_queued
+                trace.clauses = late.trace.clauses
+                late.trace = trace
+                return late
             self.samples = 0
             self.reply = Reply(turn_id, committed, trace)
             return self.reply
@@ -69,6 +88,8 @@ class ReplyOutput:
     def end(self) -> None:
         with self._lock:
             self.reply = None
+            if self._pending is not None:  # committed while this reply played out (a barge-in): it is next
+                self._pending = (self._pending[0], max(self._pending[1], self.clock.now()))
 
     # -- the reply's own audio -------------------------------------------------------------------------------------
     def emit(self, audio: FloatAudio) -> int:
@@ -78,8 +99,8 @@ class ReplyOutput:
         rest = audio
         while len(rest) and not self.cancel.is_set():
             with self._lock:
-                if self.cancel.is_set():  # a fallback took over while this thread waited
-                    break
+                if self.cancel.is_set() or (self.reply is not None and self.reply.fallback is not None):
+                    break  # a fallback took over (while this thread waited, or before the reply began)
                 n = self._write(rest)
             rest = rest[n:]
             if len(rest):
@@ -100,8 +121,12 @@ class ReplyOutput:
 
     # -- the fallback phrase ---------------------------------------------------------------------------------------
     def check_budget(self) -> None:
-        """(The listener, every frame) a reply with no audio queued ``budget_s`` after its turn gets the fallback."""
-        reply, budget = self.reply, self.budget_s
+        """(The listener, every frame) a reply with no audio queued ``budget_s`` after its turn gets the fallback,
+        begun or not."""
+        reply, budget, pending = self.reply, self.budget_s, self._pending
+        if reply is None and pending is not None and budget is not None and self.clock.now() - pending[1] > budget:
+            self._late_before_begin(*pending)
+            return
         if (
             reply is not None
             and budget is not None
@@ -113,6 +138,24 @@ class ReplyOutput:
             log.warning("turn %d: no reply within %.1f s: fallback phrase", reply.turn_id, budget)
             self.fallback(reply, "late")
 
+    def _late_before_begin(self, turn_id: int, committed: float) -> None:
+        """The budget ran out before the responder could begin the reply: the phrase plays now, for that turn."""
+        with self._lock:
+            if self.reply is not None or self._pending != (turn_id, committed):
+                return  # it began meanwhile: the usual check takes over
+            if self.fallback_audio is None:
+                self._pending = None
+                return
+            log.warning("turn %d: the responder is still busy after %.1f s: fallback phrase", turn_id, self.budget_s)
+            self._pending = None
+            trace = ReplyTrace(turn_id, committed=committed)
+            trace.stream_start = self.playback.played + self.speaker.available()
+            self.samples = 0
+            self.reply = Reply(turn_id, committed, trace)
+            self.cancel.set()  # whatever the busy responder computes is not this turn's reply
+            self._fall_back(self.reply, "late")
+        self.on_fallback(turn_id, "late")
+
     def fallback(self, reply: Reply, reason: str) -> bool:
         """Replace ``reply`` with the fallback phrase (from any thread): cancel its work and queue the phrase, unless
         the visitor barged in, the reply already speaks, or there is no phrase. True when the phrase was queued."""
@@ -121,13 +164,19 @@ class ReplyOutput:
                 return False
             if self.cancel.is_set() or self.samples > 0 or self.fallback_audio is None:
                 return False  # a barge-in, or the reply already speaks (its first audio is in the ring)
-            reply.fallback = reason
             self.cancel.set()  # the reply's language model and synthesizer stop at their next token or clause
-            self.fallbacks += 1
-            start = self.samples
-            self._write(self.fallback_audio)  # the ring holds a minute; a failed reply queued nothing
-            trace = reply.trace
-            trace.first_audio = trace.first_sample_queued = self.clock.now()
-            trace.clauses.append(SpokenClause(self.fallback_text, start, self.samples))
+            self._fall_back(reply, reason)
         self.on_fallback(reply.turn_id, reason)
         return True
+
+    def _fall_back(self, reply: Reply, reason: str) -> None:
+        """(Holding the lock) queue the phrase in place of ``reply``."""
+        if self.fallback_audio is None:
+            return
+        reply.fallback = reason
+        self.fallbacks += 1
+        start = self.samples
+        self._write(self.fallback_audio)  # the ring holds a minute; a failed reply queued nothing
+        trace = reply.trace
+        trace.first_audio = trace.first_sample_queued = self.clock.now()
+        trace.clauses.append(SpokenClause(self.fallback_text, start, self.samples))
