@@ -62,6 +62,9 @@ class StreamStats:
     """Seconds since the last callback returned; None before the first one."""
     max_gap_ms: float = 0.0
     """Longest time between the starts of two callbacks: a late callback (the GIL held elsewhere) shows here."""
+    audible_xruns: int = 0
+    """Output only: underflows next to a block with sound in it (a gap heard in a reply), not in the silence
+    between replies."""
 
 
 class _Stream:
@@ -77,6 +80,7 @@ class _Stream:
         self._callbacks = 0
         self._device_frames = 0
         self._xruns = 0
+        self._audible_xruns = 0
         self._max_duration = 0.0
         self._max_gap = 0.0
         self._last_start: float | None = None
@@ -194,6 +198,7 @@ class _Stream:
             p99_callback_ms=float(np.percentile(self._durations[:n], 99)) * 1000 if n else 0.0,
             last_callback_age_s=None if last is None else time.perf_counter() - last,
             max_gap_ms=self._max_gap * 1000,
+            audible_xruns=self._audible_xruns,
         )
 
 
@@ -305,6 +310,7 @@ class OutputStream(_Stream):
         self._anchor = SampleAnchor(source_rate)
         self._fifo = np.zeros(0, np.float32)
         self._callback_start = 0.0
+        self._was_audible = False
         self._open(device, rate, frame_ms, sample_format, channels)
         self._pull_block = max(1, round(source_rate * frame_ms / 1000))
         self._resampler = (
@@ -383,14 +389,18 @@ class OutputStream(_Stream):
         start = time.perf_counter()
         flag = _PA_CONTINUE
         try:
-            if status & _OUTPUT_UNDERFLOW:
-                self._xruns += 1
+            underflow = bool(status & _OUTPUT_UNDERFLOW)
+            self._xruns += underflow
             self._callback_start = start
             dac, now = time_info["output_buffer_dac_time"], time_info["current_time"]
             dac_time = start + (dac - now) if dac > 0 else start + self.latency
             self._timing = OutputTiming(self._device_frames, dac_time, start)
             self._anchor.add(dac_time, self._device_frames * self.source_rate / self.rate)
             block = np.clip(self._render(frame_count), -1.0, 1.0)
+            audible = bool(np.any(block))
+            # the flag reports the period before this one: a gap heard when that block or this one has sound
+            self._audible_xruns += underflow and (audible or self._was_audible)
+            self._was_audible = audible
             if self.channels > 1:
                 block = np.repeat(block, self.channels)
             data = (block * 32767).astype(self._dtype) if self._dtype.kind == "i" else block.astype(self._dtype)

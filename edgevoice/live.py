@@ -47,6 +47,10 @@ class XrunReport:
     output_underruns: int
     """Times the speaker ran dry in the middle of a reply."""
     output_device_xruns: int
+    """PortAudio's output-underflow flags, silence between replies included (the ALSA pulse plugin raises it when
+    a callback is late even with nothing to play)."""
+    output_device_xruns_in_reply: int
+    """Of these, the ones next to a block with sound in it: a gap a visitor could hear."""
     mic_high_water: int
     speaker_high_water: int
     reopened: int
@@ -247,6 +251,7 @@ class LiveAssistant:
             input_device_xruns=ins.xruns if ins else 0,
             output_underruns=spk.underrun_events,
             output_device_xruns=outs.xruns if outs else 0,
+            output_device_xruns_in_reply=outs.audible_xruns if outs else 0,
             mic_high_water=mic.high_water,
             speaker_high_water=spk.high_water,
             reopened=self.reopened,

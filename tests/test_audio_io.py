@@ -247,6 +247,26 @@ def test_streams_run_three_seconds_without_xruns(pulse: PulseServer) -> None:
     assert into.last_callback_age_s is not None and into.last_callback_age_s < 0.5
 
 
+def test_output_underflows_in_silence_are_told_apart_from_gaps_in_sound(pulse: PulseServer) -> None:
+    # the callback is driven by hand on a stream that is open but not started, with PortAudio's underflow flag
+    source = Clip()
+    timing = {"output_buffer_dac_time": 0.0, "current_time": 0.0}
+    with pulse.environ(sink="spk"):
+        out = OutputStream(source, device="pulse", rate=RATE)
+    try:
+        underflow = 0x4  # paOutputUnderflow
+        out._callback(None, 160, timing, underflow)  # late, nothing to play
+        source.play(np.full(320, 0.1, np.float32))
+        out._callback(None, 160, timing, 0)  # sound
+        out._callback(None, 160, timing, underflow)  # late in the middle of the sound
+        out._callback(None, 160, timing, underflow)  # late right after the sound (the flag is the period before)
+        out._callback(None, 160, timing, underflow)  # late in silence again
+        stats = out.stats()
+    finally:
+        out.close()
+    assert (stats.xruns, stats.audible_xruns) == (4, 2)
+
+
 def test_a_missing_device_is_named(pulse: PulseServer) -> None:
     with pytest.raises(AudioDeviceError) as missing:
         InputStream(Capture(), device="no-such-mic")

@@ -84,11 +84,10 @@ def test_three_turn_conversation_through_the_audio_stack(
     assert live.proc.returncode == 0, live.stderr()
     assert stop_seconds < 2.0
     # no sample lost on the way in and no gap while a reply plays: the rings count both exactly
-    for key in ("input_overruns", "input_device_xruns", "output_underruns"):
+    for key in ("input_overruns", "input_device_xruns", "output_underruns", "output_device_xruns_in_reply"):
         assert stopped[key] == 0, (key, stopped)
-    # PortAudio's own output-underflow flag (ALSA's pulse plugin) also fires while silence is played; on a busy
-    # two-core CI machine it was seen once in about ten runs, with the ring counters at zero
-    assert int(str(stopped["output_device_xruns"])) <= 1, stopped
+    # PortAudio's own output-underflow flag (ALSA's pulse plugin) also fires while silence is played, when a
+    # callback is late with nothing to play (up to 4 seen on a busy CI machine): counted, not a gap anyone hears
 
     for question, turn in zip(QUESTIONS, turns, strict=True):
         assert wer(question, str(turn["transcript"])) <= 0.2, turn
