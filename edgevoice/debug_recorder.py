@@ -86,7 +86,7 @@ class TurnRecorder:
             self._write(wav, lambda path: soundfile.write(path, pcm, self.rate, subtype="PCM_16", format="WAV"))
             body = json.dumps(dict(record), ensure_ascii=False, indent=1, default=str).encode()
             self._write(self.directory / f"{stem}.json", lambda path: Path(path).write_bytes(body))
-        except OSError as exc:  # disk full, read-only, gone: the turn itself is not affected
+        except (OSError, soundfile.SoundFileError) as exc:  # disk full, read-only, gone: the turn is not affected
             self.failures += 1
             log.warning("debug recorder: cannot write turn %d to %s: %s", turn_id, self.directory, exc)
             self._prune(keep=self.keep)

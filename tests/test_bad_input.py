@@ -117,6 +117,14 @@ def noise(level_db: float, duration: float) -> np.ndarray:
     return (rng.standard_normal(seconds(duration)) * 10 ** (level_db / 20)).astype(np.float32)
 
 
+def noise_at_snr(speech: np.ndarray, snr_db: float) -> np.ndarray:
+    """White noise ``snr_db`` below the speech's RMS, from its own seed (the same noise whatever ran before).
+    Whisper tiny.en still hears this question right at 15 dB; at 9 dB it misses a word in one noise draw of six
+    (measured), which is the quality benchmark's business (its noisy-room WER), not a bad-input case."""
+    level = float(np.sqrt(np.mean(speech**2))) * 10 ** (-snr_db / 20)
+    return (np.random.default_rng(15).standard_normal(len(speech)) * level).astype(np.float32)
+
+
 def beeps() -> np.ndarray:
     t = np.arange(seconds(0.15)) / RATE
     beep = (0.3 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
@@ -175,7 +183,7 @@ def assert_answered(session: Session, turns: list[tuple[ReplyTrace, Turn]], ques
         pytest.param(lambda a: np.clip(a + 0.25, -1.0, 1.0), id="dc-offset"),
         pytest.param(lambda a: a / np.max(np.abs(a)), id="very-loud"),
         pytest.param(lambda a: a / np.max(np.abs(a)) * 10 ** (-30 / 20), id="quiet-30dBFS"),
-        pytest.param(lambda a: a + noise(-35, len(a) / RATE), id="speech-in-noise"),
+        pytest.param(lambda a: a + noise_at_snr(a, 15.0), id="speech-in-noise-15dB-SNR"),
     ],
 )
 def test_distorted_speech_is_still_understood(

@@ -1,0 +1,138 @@
+"""Soak: a scripted conversation of 200 turns through the live loop on the real engines, in accelerated time.
+
+The loop is the one `edgevoice run` runs (listener, endpointing, streaming recognition, responder, playback ring);
+the microphone ring is fed the bundled utterances as fast as the listener takes them and a stand-in output device
+plays the replies twenty times faster than real time, so 200 turns take minutes, not an hour. Measured: the
+process's resident memory after the warm-up turns and at the end, and the language model's time to first token
+early and late in the conversation (the history is trimmed by context shift, so it must stay flat).
+
+    .venv/bin/python -m pytest tests/test_soak.py -s     # prints the figures
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgevoice.config import Config
+from edgevoice.engines.factory import load_turn_model
+from edgevoice.live import endpoint_config, speak_once
+from edgevoice.loop import Turn, VoiceLoop
+from edgevoice.pipeline import Assistant, Engines
+from edgevoice.responder import ReplyTrace
+from edgevoice.ring import SharedRing
+from edgevoice.selftest.utterances import UTTERANCES
+
+pytestmark = [pytest.mark.models, pytest.mark.slow]
+
+RATE = 16000
+TURNS = int(os.environ.get("EDGEVOICE_SOAK_TURNS", "200"))
+WARM_UP = 20
+RSS_GROWTH_LIMIT_MB = 60.0
+"""Growth allowed after the warm-up turns: allocator noise and caches that settle, not a leak per turn (a leak of
+even 1 MB per turn would show as 180 MB here)."""
+TTFT_DRIFT_LIMIT = 1.5
+"""Late median time to first token over the early median (plus 50 ms of slack for a shared machine)."""
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def test_two_hundred_turns_keep_memory_and_first_token_time_flat(engines: Engines) -> None:
+    config = Config()
+    config = replace(
+        config,
+        llm=replace(config.llm, max_tokens=32),  # short replies: the soak is about the loop
+        kiosk=replace(config.kiosk, direct_answers=False),  # every turn through the language model and its history
+    )
+    assistant = Assistant(config, engines, live=True)
+    assistant.warm_up()
+    turn_model = load_turn_model(config)
+    rate = engines.synthesizer.sample_rate
+    clips = [u.audio() for u in UTTERANCES]
+    traces: list[ReplyTrace] = []
+    rss: dict[int, float] = {}
+    done = threading.Event()
+
+    def on_trace(trace: ReplyTrace, turn: Turn) -> None:
+        traces.append(trace)
+        rss[len(traces)] = rss_mb()
+        done.set()
+
+    with SharedRing.create(RATE * 40) as mic, SharedRing.create(rate * 60) as spk:
+        loop = VoiceLoop(
+            mic=mic,
+            speaker=spk,
+            vad=engines.vad,
+            turn_model=turn_model,  # type: ignore[arg-type]
+            responder=assistant.responder,
+            endpoint=endpoint_config(config),
+            on_trace=on_trace,
+            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
+            fallback_text=config.kiosk.fallback_phrase,
+            reply_budget_s=30.0,
+        )
+        stop = threading.Event()
+
+        def device() -> None:  # twenty times real time
+            buf = np.zeros(rate // 5, dtype=np.float32)
+            while not stop.is_set():
+                loop.playback.read_into(buf)
+                time.sleep(0.01)
+
+        player = threading.Thread(target=device)
+        t0 = time.monotonic()
+        try:
+            with loop:
+                player.start()
+                for i in range(TURNS):
+                    done.clear()
+                    audio = np.concatenate([np.zeros(RATE // 4, np.float32), clips[i % len(clips)]])
+                    mic.write(np.concatenate([audio, np.zeros(RATE, np.float32)]))
+                    assert done.wait(120), f"turn {i + 1} was not answered"
+                    deadline = time.monotonic() + 60
+                    while not loop.idle() and time.monotonic() < deadline:
+                        time.sleep(0.01)
+        finally:
+            stop.set()
+            if player.is_alive():
+                player.join()
+            getattr(turn_model, "close", lambda: None)()
+        elapsed = time.monotonic() - t0
+
+    answered = [t for t in traces if t.reply and t.fallback is None and not t.cancelled]
+    ttft = [t.first_token - t.transcript_done for t in traces if t.first_token and t.transcript_done]
+    early = statistics.median(ttft[WARM_UP // 2 : WARM_UP // 2 + 30])
+    late = statistics.median(ttft[-30:])
+    growth = rss[len(traces)] - rss[WARM_UP]
+    figures = {
+        "turns": len(traces),
+        "answered": len(answered),
+        "fallbacks": sum(1 for t in traces if t.fallback),
+        "errors": [str(e) for e in loop.errors],
+        "seconds": round(elapsed, 1),
+        "rss_mb_after_warm_up": round(rss[WARM_UP], 1),
+        "rss_mb_end": round(rss[len(traces)], 1),
+        "rss_growth_mb": round(growth, 1),
+        "ttft_ms_early_median": round(early * 1000, 1),
+        "ttft_ms_late_median": round(late * 1000, 1),
+        "history_messages": len(assistant.responder.history),
+    }
+    print("\nsoak:", json.dumps(figures))
+    assert len(traces) == TURNS and not loop.errors
+    assert len(answered) >= TURNS * 0.98, figures
+    assert growth < RSS_GROWTH_LIMIT_MB, figures
+    assert late < early * TTFT_DRIFT_LIMIT + 0.05, figures
+    assert 0 < len(assistant.responder.history) < 2 * TURNS  # trimmed, not kept whole
