@@ -63,8 +63,8 @@ class StreamStats:
     max_gap_ms: float = 0.0
     """Longest time between the starts of two callbacks: a late callback (the GIL held elsewhere) shows here."""
     audible_xruns: int = 0
-    """Output only: underflows next to a block with sound in it (a gap heard in a reply), not in the silence
-    between replies."""
+    """Output only: underflows between two blocks with sound (a gap heard in a reply), not in the silence between
+    replies nor at a reply's edges."""
 
 
 class _Stream:
@@ -398,8 +398,9 @@ class OutputStream(_Stream):
             self._anchor.add(dac_time, self._device_frames * self.source_rate / self.rate)
             block = np.clip(self._render(frame_count), -1.0, 1.0)
             audible = bool(np.any(block))
-            # the flag reports the period before this one: a gap heard when that block or this one has sound
-            self._audible_xruns += underflow and (audible or self._was_audible)
+            # the flag reports that the device ran dry before this block: a gap heard when it fell between two
+            # blocks with sound (not before a reply's first block or after its last)
+            self._audible_xruns += underflow and audible and self._was_audible
             self._was_audible = audible
             if self.channels > 1:
                 block = np.repeat(block, self.channels)

@@ -50,7 +50,7 @@ class XrunReport:
     """PortAudio's output-underflow flags, silence between replies included (the ALSA pulse plugin raises it when
     a callback is late even with nothing to play)."""
     output_device_xruns_in_reply: int
-    """Of these, the ones next to a block with sound in it: a gap a visitor could hear."""
+    """Of these, the ones between two blocks with sound: a gap a visitor could hear in a reply."""
     mic_high_water: int
     speaker_high_water: int
     reopened: int

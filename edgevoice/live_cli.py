@@ -159,6 +159,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 **xruns.as_dict(),
                 "speculative_replies": live.loop.speculative_replies,
                 "fallbacks": live.loop.output.fallbacks,
+                "barge_ins": live.loop.barge_ins,
+                "speaker_pauses": live.loop.gate.pauses if live.loop.gate is not None else 0,
+                "false_barge_ins": live.loop.false_barge_ins,
             }
         )
     finally:

@@ -142,6 +142,7 @@ def trace_stages(trace: ReplyTrace) -> dict[str, float]:
         if trace.first_audio is not None:
             out["first_audio"] = trace.first_audio - trace.transcript_done
         if trace.done is not None:
-            out["llm"] = trace.done - trace.transcript_done - trace.synthesis_s
+            began = trace.reply_began if trace.reply_began is not None else trace.transcript_done
+            out["llm"] = trace.done - began - trace.synthesis_s
             out["tts"] = trace.synthesis_s
     return out

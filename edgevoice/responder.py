@@ -71,11 +71,16 @@ class ReplyTrace:
     error: str | None = None
     """The code of the error that ended the turn, if one did."""
     speculative_reply: bool = False
+    reply_began: float | None = None
+    """When a reply begun before the commit had its transcript (the marks are settled at the commit; the language
+    model's and synthesizer's totals count from here)."""
     """The reply was begun when the visitor fell silent, before the turn was committed (its audio held)."""
 
     def settle_before(self, committed: float) -> None:
         """A reply begun before its turn was committed: marks that fell before the commit count as reached at the
         commit (those stages cost nothing after it; the wait for the held audio shows in the queue stage)."""
+        if self.transcript_done is not None and self.transcript_done < committed and self.reply_began is None:
+            self.reply_began = self.transcript_done
         for mark in ("transcript_done", "first_token", "first_clause", "first_audio"):
             value = getattr(self, mark)
             if value is not None and value < committed:

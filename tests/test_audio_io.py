@@ -259,12 +259,14 @@ def test_output_underflows_in_silence_are_told_apart_from_gaps_in_sound(pulse: P
         source.play(np.full(320, 0.1, np.float32))
         out._callback(None, 160, timing, 0)  # sound
         out._callback(None, 160, timing, underflow)  # late in the middle of the sound
-        out._callback(None, 160, timing, underflow)  # late right after the sound (the flag is the period before)
+        out._callback(None, 160, timing, underflow)  # late right after the sound: the gap is after its end
         out._callback(None, 160, timing, underflow)  # late in silence again
+        source.play(np.full(160, 0.1, np.float32))
+        out._callback(None, 160, timing, underflow)  # late before the next sound begins
         stats = out.stats()
     finally:
         out.close()
-    assert (stats.xruns, stats.audible_xruns) == (4, 2)
+    assert (stats.xruns, stats.audible_xruns) == (5, 1)
 
 
 def test_a_missing_device_is_named(pulse: PulseServer) -> None:

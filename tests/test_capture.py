@@ -76,7 +76,7 @@ def test_the_gate_pauses_after_two_frames_above_the_level_and_only_while_armed(
 ) -> None:
     _, spk = rings
     playback = PlaybackControl(spk)
-    gate = NearEndGate(playback, level_db=-40.0)
+    gate = NearEndGate(playback, level_db=-40.0, frames=2)
     for _ in range(5):
         gate.feed(level(-35))
     assert not playback.paused  # not armed: the kiosk is not speaking
@@ -88,10 +88,21 @@ def test_the_gate_pauses_after_two_frames_above_the_level_and_only_while_armed(
     assert playback.paused and gate.pauses == 1 and gate.paused_at == 8 * FRAME
 
 
+def test_by_default_the_first_frame_above_the_level_pauses(rings: tuple[SharedRing, SharedRing]) -> None:
+    _, spk = rings
+    playback = PlaybackControl(spk)
+    gate = NearEndGate(playback, level_db=-40.0)
+    gate.armed = True
+    gate.feed(level(-45))
+    assert not playback.paused
+    gate.feed(level(-38))
+    assert playback.paused and gate.paused_at == 2 * FRAME
+
+
 def test_one_frame_well_above_the_level_pauses_at_once(rings: tuple[SharedRing, SharedRing]) -> None:
     _, spk = rings
     playback = PlaybackControl(spk)
-    gate = NearEndGate(playback, level_db=-40.0, strong_margin_db=10.0)
+    gate = NearEndGate(playback, level_db=-40.0, frames=2, strong_margin_db=10.0)
     gate.armed = True
     gate.feed(level(-41))
     gate.feed(level(-31))

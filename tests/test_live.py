@@ -93,6 +93,7 @@ def test_three_turn_conversation_through_the_audio_stack(
         assert wer(question, str(turn["transcript"])) <= 0.2, turn
         # the kiosk's own voice, echoed into the microphone, did not interrupt it
         assert turn["reply"] and not turn["cancelled"], turn
+    assert stopped["speaker_pauses"] == 0, stopped  # nor paused it (a pause would be a gap in the reply)
     assert stopped["echo_attenuation_db"] is not None and stopped["echo_attenuation_db"] >= 10, stopped
 
     utterances, replies = visitor_spans(mic, spk, offset), spans(spk)
@@ -138,4 +139,4 @@ def test_barge_in_stops_the_reply_and_the_interruption_is_answered(
     stop_at = next(end for start, end in replies if start + offset < onset < end + offset + RATE) + offset
     stop_latency = (stop_at - onset) / RATE
     print(f"\nbarge-in: the speaker stopped {stop_latency * 1000:.0f} ms after the visitor's onset")
-    assert stop_latency < 0.5
+    assert stop_latency < 0.25  # 81-90 ms on a quiet machine (README); room here for a busy one

@@ -121,3 +121,18 @@ def test_pull_log_tells_when_a_real_sample_was_handed_to_the_device() -> None:
 def test_percentile() -> None:
     assert percentile([], 50) is None
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_a_reply_begun_before_the_commit_counts_its_model_time_from_its_transcript() -> None:
+    from edgevoice.pipeline import trace_stages
+    from edgevoice.responder import ReplyTrace
+
+    trace = ReplyTrace(1, committed=0.0)
+    trace.transcript_done, trace.first_token, trace.first_audio = 1.0, 1.2, 1.4  # while the turn was still open
+    trace.done, trace.synthesis_s = 3.0, 0.5
+    trace.committed = 1.5
+    trace.settle_before(1.5)
+    assert (trace.transcript_done, trace.first_token, trace.first_audio) == (1.5, 1.5, 1.5)
+    stages = trace_stages(trace)
+    assert stages["asr"] == 0.0 and stages["first_audio"] == 0.0  # nothing of it left after the commit
+    assert stages["llm"] == 1.5 and stages["tts"] == 0.5  # the work itself, never negative
