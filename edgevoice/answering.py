@@ -1,6 +1,6 @@
 """The live loop's answering side: the responder thread, which answers each committed turn (or adopts the reply
-begun for it when the visitor fell silent) into the playback ring. A mixin of :class:`edgevoice.loop.VoiceLoop`,
-which owns the state it uses."""
+begun for it when the visitor fell silent) into the playback ring, and the decision to begin that reply early.
+A mixin of :class:`edgevoice.loop.VoiceLoop`, which owns the state it uses."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from edgevoice.reply_output import ReplyOutput
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
 from edgevoice.speculation import SpeculativeReply
-from edgevoice.streaming_asr import StreamingTranscriber
+from edgevoice.streaming_asr import Speculation, StreamingTranscriber
 
 if TYPE_CHECKING:
-    from edgevoice.loop import Turn
+    from edgevoice.turn import Turn
 
 log = logging.getLogger("edgevoice.loop")
 
@@ -45,6 +45,15 @@ class Answering:
     asr: StreamingTranscriber
     on_trace: Callable[[ReplyTrace, Turn], None] | None
     on_event: Callable[[str, int, str], None]
+    speculative_reply: bool
+    speculative_replies: dict[str, int]
+    _spec_lock: threading.Lock
+    _spec_reply: SpeculativeReply | None
+    _spec_seq: int
+    _spec_valid: bool
+    _turn_open: bool
+    _turn_id: int
+    _speculation_done: threading.Event
 
     def _respond(self) -> None:
         lower_this_thread(self._compute_nice)
@@ -156,3 +165,40 @@ class Answering:
         if first and n:
             self.on_event("speaking", self._current_turn, "")
         return n
+
+    # -- speculative replies (see edgevoice/speculation.py) ---------------------------------------------------------
+    def _on_speculation(self, spec: Speculation) -> None:
+        """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
+        put the question into the language model's cache."""
+        self._speculation_done.set()
+        with self._spec_lock:
+            start = (
+                self.speculative_reply
+                and spec.stable
+                and spec.turn_id == self._turn_id
+                and spec.seq == self._spec_seq
+                and self._spec_valid
+                and self._turn_open
+                and self._spec_reply is None
+                and self._turns.unfinished_tasks == 0  # the responder is free: no reply queued or playing
+                and not self._stop.is_set()
+            )
+            log.debug(
+                "speculation %d.%d stable=%s current=%s valid=%s open=%s busy=%d: %s",
+                spec.turn_id, spec.seq, spec.stable, spec.turn_id == self._turn_id and spec.seq == self._spec_seq,
+                self._spec_valid, self._turn_open, self._turns.unfinished_tasks, "reply begun" if start else "prefill",
+            )  # fmt: skip
+            if start:
+                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
+                self._spec_reply = reply
+                self.speculative_replies["started"] += 1
+                self._turns.put(reply)
+        if not start:
+            self.responder.prefill_turn(spec.text)
+
+    def _drop_speculative_reply(self) -> None:
+        """(The listener, holding ``_spec_lock``.)"""
+        if self._spec_reply is not None:
+            self.speculative_replies["dropped"] += 1
+            self._spec_reply.drop()
+            self._spec_reply = None

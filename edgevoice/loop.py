@@ -18,7 +18,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +32,8 @@ from edgevoice.reply_output import ReplyOutput
 from edgevoice.responder import ReplyTrace, Responder
 from edgevoice.ring import SharedRing
 from edgevoice.speculation import SpeculativeReply
-from edgevoice.streaming_asr import Speculation, StreamingTranscriber
+from edgevoice.streaming_asr import StreamingTranscriber
+from edgevoice.turn import Turn as Turn  # re-exported: part of this module's API
 
 log = logging.getLogger(__name__)
 
@@ -48,25 +48,6 @@ SPECULATION_WAIT_S = 0.4
 """At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
-
-
-@dataclass(frozen=True)
-class Turn:
-    turn_id: int
-    audio: FloatAudio
-    speech_end_t: float
-    """Stream time (s) at which the visitor's speech ended, per the VAD frames."""
-    committed_t: float
-    """Stream time (s) at which the endpointer committed the turn."""
-    committed_wall: float
-    reason: str
-    tail: FloatAudio | None = None
-    """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
-    speculation_valid: bool = False
-    """The tail was already decoded when the visitor fell silent, and nothing was said since."""
-    start_index: int = 0
-    """Microphone-ring index of ``audio[0]``; the turn's audio ends at ring index ``start_index + len(audio)``,
-    the last sample the endpointer had heard when it committed."""
 
 
 class VoiceLoop(Answering):
@@ -391,43 +372,6 @@ class VoiceLoop(Answering):
             log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
             self.errors.append(exc)
             return 0.0
-
-    # -- speculative replies (see edgevoice/speculation.py) ---------------------------------------------------------
-    def _on_speculation(self, spec: Speculation) -> None:
-        """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
-        put the question into the language model's cache."""
-        self._speculation_done.set()
-        with self._spec_lock:
-            start = (
-                self.speculative_reply
-                and spec.stable
-                and spec.turn_id == self._turn_id
-                and spec.seq == self._spec_seq
-                and self._spec_valid
-                and self._turn_open
-                and self._spec_reply is None
-                and self._turns.unfinished_tasks == 0  # the responder is free: no reply queued or playing
-                and not self._stop.is_set()
-            )
-            log.debug(
-                "speculation %d.%d stable=%s current=%s valid=%s open=%s busy=%d: %s",
-                spec.turn_id, spec.seq, spec.stable, spec.turn_id == self._turn_id and spec.seq == self._spec_seq,
-                self._spec_valid, self._turn_open, self._turns.unfinished_tasks, "reply begun" if start else "prefill",
-            )  # fmt: skip
-            if start:
-                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
-                self._spec_reply = reply
-                self.speculative_replies["started"] += 1
-                self._turns.put(reply)
-        if not start:
-            self.responder.prefill_turn(spec.text)
-
-    def _drop_speculative_reply(self) -> None:
-        """(The listener, holding ``_spec_lock``.)"""
-        if self._spec_reply is not None:
-            self.speculative_replies["dropped"] += 1
-            self._spec_reply.drop()
-            self._spec_reply = None
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""

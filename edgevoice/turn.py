@@ -1,0 +1,26 @@
+"""A committed turn: the visitor's audio and what the listener knew when it ended it (see :mod:`edgevoice.loop`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgevoice.interfaces import FloatAudio
+
+
+@dataclass(frozen=True)
+class Turn:
+    turn_id: int
+    audio: FloatAudio
+    speech_end_t: float
+    """Stream time (s) at which the visitor's speech ended, per the VAD frames."""
+    committed_t: float
+    """Stream time (s) at which the endpointer committed the turn."""
+    committed_wall: float
+    reason: str
+    tail: FloatAudio | None = None
+    """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
+    speculation_valid: bool = False
+    """The tail was already decoded when the visitor fell silent, and nothing was said since."""
+    start_index: int = 0
+    """Microphone-ring index of ``audio[0]``; the turn's audio ends at ring index ``start_index + len(audio)``,
+    the last sample the endpointer had heard when it committed."""
