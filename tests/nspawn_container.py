@@ -54,6 +54,18 @@ def nspawn_unavailable() -> str | None:
     return None
 
 
+def poll(probe: Callable[[], T | None], timeout: float) -> T | None:
+    """``probe()`` every 0.1 s until it returns something true (returned), or None after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+
+
 @dataclass(frozen=True)
 class Bind:
     source: Path
@@ -153,14 +165,11 @@ class Container:
         return state in ("running", "degraded")
 
     def _wait(self, probe: Callable[[], T | None], timeout: float, what: str) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"waited {timeout:.0f} s for {what}: {self.console_text()[-3000:]}")
-            time.sleep(0.1)
+        """As :meth:`wait_for`, for the container itself: the error carries its console."""
+        value = poll(probe, timeout)
+        if value is None:
+            raise TimeoutError(f"waited {timeout:.0f} s for {what}: {self.console_text()[-3000:]}")
+        return value
 
     def close(self, timeout: float = 30.0) -> None:
         """Power the container off (bounded), killing it if it does not go."""
@@ -221,14 +230,11 @@ class Container:
         return self.props(unit, name).get(name, "")
 
     def wait_for(self, probe: Callable[[], T | None], timeout: float, what: str) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"waited {timeout:.0f} s for {what}")
-            time.sleep(0.1)
+        """``probe()`` every 0.1 s until it returns something true (returned), failing after ``timeout``."""
+        value = poll(probe, timeout)
+        if value is None:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        return value
 
     def journal(self, *args: str) -> str:
         return self.run("journalctl", "--no-pager", "-o", "cat", *args, check=False).stdout
