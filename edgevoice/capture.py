@@ -38,7 +38,7 @@ class NearEndGate:
 
     With the echo removed (55-70 dB here) the cleaned microphone stays near silence while only the kiosk speaks and
     rises within a few tens of milliseconds of the visitor's first word, long before AEC3 lets the near end through
-    in full (~200 ms). ``frames`` consecutive 10 ms frames above ``level_db`` (one by default: 81-90 ms from
+    in full (~200 ms). ``frames`` consecutive 10 ms frames above ``level_db`` (one by default: a median of 90 ms from
     the visitor's onset to a quiet speaker through PulseAudio, two took 92-121 ms), or one frame ``strong_margin_db``
     above it, pause the speaker. A level cannot tell a word from a cough or a door, so it only *pauses*: the
     listener's VAD then confirms (the barge-in proper: flush and cancel) or, after ``confirm_s`` without

@@ -55,6 +55,14 @@ def appliance(
         process.close()
 
 
+@pytest.fixture
+def speak(speak: Callable[[str], np.ndarray]) -> Callable[[str], np.ndarray]:
+    """The questions synthesized once, before any appliance runs: the voice computing in this process while a
+    reply plays would take both cores at the appliance's own priority."""
+    clips = {question: speak(question) for question in QUESTIONS}
+    return lambda text: clips[text] if text in clips else speak(text)
+
+
 def ask(pulse: PulseServer, app: ApplianceProcess, speak: Callable[[str], np.ndarray], question: str) -> Record:
     pulse.play(np.concatenate([np.zeros(RATE // 2, np.float32), speak(question)]), sink="mic").wait()
     while True:

@@ -66,13 +66,17 @@ def visitor_spans(mic: np.ndarray, spk: np.ndarray, offset: int) -> list[tuple[i
 def test_three_turn_conversation_through_the_audio_stack(
     pulse: PulseServer, live: LiveProcess, speak: Callable[[str], np.ndarray], engines: Engines
 ) -> None:
+    # the visitor's questions are synthesized before the conversation starts: the voice computing in this process
+    # while a reply plays takes both cores at the appliance's own priority (a 69 ms stall of its audio callbacks
+    # was seen that way), which no visitor does
+    clips = [np.concatenate([np.zeros(RATE // 2, np.float32), speak(question)]) for question in QUESTIONS]
     mic_rec, spk_rec = pulse.record("mic.monitor", rate=RATE), pulse.record("spk.monitor", rate=RATE)
     mic_rec.wait_started()
     spk_rec.wait_started()
     offset = mic_rec.samples - spk_rec.samples  # spk sample i was recorded at the same moment as mic sample i+offset
     turns = []
-    for question in QUESTIONS:
-        pulse.play(np.concatenate([np.zeros(RATE // 2, np.float32), speak(question)]), sink="mic").wait()
+    for clip in clips:
+        pulse.play(clip, sink="mic").wait()
         turn = live.next("turn", timeout=60)
         turns.append(turn)
         spk_rec.wait_more(0.8)  # the reply has left the ring; let the device play its buffer out
@@ -115,14 +119,16 @@ def test_three_turn_conversation_through_the_audio_stack(
 def test_barge_in_stops_the_reply_and_the_interruption_is_answered(
     pulse: PulseServer, live: LiveProcess, speak: Callable[[str], np.ndarray]
 ) -> None:
+    question = np.concatenate([np.zeros(RATE // 2, np.float32), speak("What is the special exhibition?")])
+    interruption = speak("Where are the toilets please?")  # both made before: nothing computes here meanwhile
     mic_rec, spk_rec = pulse.record("mic.monitor", rate=RATE), pulse.record("spk.monitor", rate=RATE)
     mic_rec.wait_started()
     spk_rec.wait_started()
     offset = mic_rec.samples - spk_rec.samples
-    pulse.play(np.concatenate([np.zeros(RATE // 2, np.float32), speak("What is the special exhibition?")]), sink="mic")
+    pulse.play(question, sink="mic")
     live.next("speaking", timeout=60)
     spk_rec.wait_more(0.5)  # half a second of the reply is out
-    pulse.play(speak("Where are the toilets please?"), sink="mic").wait()
+    pulse.play(interruption, sink="mic").wait()
     assert live.next("barge_in", timeout=10)["turn"] == 1
     first = live.next("turn", timeout=30)
     second = live.next("turn", timeout=60)
@@ -139,4 +145,4 @@ def test_barge_in_stops_the_reply_and_the_interruption_is_answered(
     stop_at = next(end for start, end in replies if start + offset < onset < end + offset + RATE) + offset
     stop_latency = (stop_at - onset) / RATE
     print(f"\nbarge-in: the speaker stopped {stop_latency * 1000:.0f} ms after the visitor's onset")
-    assert stop_latency < 0.25  # 81-90 ms on a quiet machine (README); room here for a busy one
+    assert stop_latency < 0.25  # median 90 ms, 81-138 ms (README); room here for a busy one
