@@ -58,6 +58,9 @@ class QualityOptions:
     """Also recognize without the vocabulary prompt (default recognizer only)."""
     phantoms: bool = True
     seed: int = 0
+    round_trip_draws: int = 3
+    """Times each reply is synthesized for the round trip: the voice's noise (as the kiosk speaks) makes one
+    rendering differ from the next; one draw of 34 replies varied from 4.3 to 6.0 % WER."""
 
     def defaults_only(self, config: Config) -> QualityOptions:
         """Only the configured recognizer and language model."""
@@ -140,7 +143,9 @@ def run_quality(
     report["answers"], replies = answer_all(store, config, kiosk, llm_names, inputs, progress)
     tts = PiperSynthesizer(*voice_files, length_scale=config.tts.length_scale)  # the kiosk's own voice settings
     try:
-        report["round_trip"] = round_trip(store, config, asr_names, tts, sorted(replies), progress)
+        report["round_trip"] = round_trip(
+            store, config, asr_names, tts, sorted(replies), progress, draws=options.round_trip_draws
+        )
     finally:
         tts.close()
     if options.phantoms:
@@ -293,12 +298,15 @@ def round_trip(
     tts: Any,
     replies: Sequence[str],
     progress: Callable[[str], None],
+    *,
+    draws: int = 1,
 ) -> list[dict[str, Any]]:
-    """Each reply as the kiosk speaks it (normalized, its own voice settings), transcribed back."""
+    """Each reply as the kiosk speaks it (normalized, its own voice settings), ``draws`` times (the voice's noise
+    makes each rendering different), transcribed back; the WER is over all renderings."""
     from edgevoice.audio import to_model_rate
 
-    progress(f"round trip of {len(replies)} replies")
-    spoken = [normalize_for_speech(r) for r in replies]
+    progress(f"round trip of {len(replies)} replies x {draws}")
+    spoken = [normalize_for_speech(r) for r in replies for _ in range(draws)]
     audio = [to_model_rate(np.concatenate(list(tts.synthesize(s))), tts.sample_rate, RATE) for s in spoken]
     rows = []
     for name in asr_names:
@@ -313,6 +321,7 @@ def round_trip(
             {
                 "recognizer": name,
                 "replies": len(replies),
+                "draws": draws,
                 "wer_percent": round(100 * corpus_wer(pairs), 2),
                 "worst": [{"said": s, "heard": h} for s, h in worst if corpus_wer([(s, h)]) > 0],
             }

@@ -56,7 +56,10 @@ def format_quality(report: dict[str, Any]) -> str:
         )
     lines += ["", "Synthesizer round trip (each distinct reply spoken by the kiosk's voice, recognized again)"]
     for row in report["round_trip"]:
-        lines.append(f"  {row['recognizer']:<28} {row['replies']:>4} replies  WER {_f(row['wer_percent'], '%')}")
+        lines.append(
+            f"  {row['recognizer']:<28} {row['replies']:>4} replies x {row.get('draws', 1)} renderings  "
+            f"WER {_f(row['wer_percent'], '%')}"
+        )
     if "phantoms" in report:
         lines += ["", "Phantoms (clips without speech straight into the recognizer, venue prompt on)"]
         for row in report["phantoms"]:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
+
+from whisper_normalizer.english import EnglishSpellingNormalizer
 
 from edgevoice.speech_text import normalize_for_speech, split_sentences
 
@@ -11,18 +14,26 @@ __all__ = ["has_fact", "has_markup", "is_dont_know", "sentence_count", "word_err
 
 _CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have", "'d": " would"}
 _SPELLINGS = {"wi fi": "wifi", "can not": "cannot"}
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
+
+
+@cache
+def _american() -> EnglishSpellingNormalizer:
+    """Whisper's own British-to-American spelling table (``harbour`` = ``harbor``), as its WER evaluation uses."""
+    return EnglishSpellingNormalizer()
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words for comparison: numbers, times and prices spelled out, punctuation and hyphens removed,
-    contractions expanded (``what's`` = ``what is``)."""
-    text = normalize_for_speech(text).lower().replace("’", "'").replace("-", " ")
+    """Lower-case words for comparison, as they sound: numbers, times and prices spelled out, punctuation and
+    hyphens removed, contractions expanded (``what's`` = ``what is``), a name written in one (``HarbourMuseum``)
+    as its words, British and American spellings as one (``harbour`` = ``harbor``)."""
+    text = normalize_for_speech(_CAMEL.sub(" ", text)).lower().replace("’", "'").replace("-", " ")
     for short, long in _CONTRACTIONS.items():
         text = text.replace(short, long)
     text = " ".join(re.findall(r"[a-z']+", text))
     for variant, canonical in _SPELLINGS.items():
         text = re.sub(rf"\b{variant}\b", canonical, text)
-    return text.split()
+    return _american()(text).split()
 
 
 def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
