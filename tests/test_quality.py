@@ -29,6 +29,9 @@ def test_facts_must_all_be_there_and_a_dont_know_is_no_fact() -> None:
     assert has_fact("Tours start at 11 am and 3 pm.", tours)
     assert has_fact("Tours are at eleven in the morning and at three p.m.", tours)
     assert not has_fact("Tours start at 11 am.", tours)
+    assert has_fact("It is closed on Mondays.", (("Monday",),))
+    assert not has_fact("It is closed on Monday.", (("Mondays",),))
+    assert not has_fact("It is closed on Sunday.", (("Monday",),))
     assert not has_fact("I don't know that, please ask at the desk. Tours are at 11 am and 3 pm.", tours)
     assert has_fact("The museum pass costs €40.", (("40 euros",),))
 

@@ -57,9 +57,17 @@ def corpus_wer(pairs: Sequence[tuple[str, str]]) -> float:
     return errors / max(1, sum(len(words(r)) for r, _ in pairs))
 
 
-def _contains(haystack: list[str], needle: list[str]) -> bool:
+def _contains(haystack: list[str], needle: list[str], *, plural: bool = False) -> bool:
+    """``needle`` as consecutive words of ``haystack``; with ``plural``, its last word may take an "s" ("on
+    Thursdays" says "Thursday")."""
     n = len(needle)
-    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
+    if n == 0:
+        return False
+    for i in range(len(haystack) - n + 1):
+        *head, last = haystack[i : i + n]
+        if head == needle[:-1] and (last == needle[-1] or (plural and last == needle[-1] + "s")):
+            return True
+    return False
 
 
 _DONT_KNOW = [
@@ -89,7 +97,7 @@ def has_fact(reply: str, facts: Sequence[Sequence[str]]) -> bool:
     if not facts or is_dont_know(reply):
         return False
     said = words(reply)
-    return all(any(_contains(said, words(spelling)) for spelling in group) for group in facts)
+    return all(any(_contains(said, words(spelling), plural=True) for spelling in group) for group in facts)
 
 
 _MARKUP = re.compile(r"[*_`#|<>\[\]{}]|^\s*(?:[-•]|\d+[.)])\s", re.M)
