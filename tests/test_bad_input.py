@@ -14,7 +14,6 @@ Case → behaviour (the closing note of issue 5 lists them with these test names
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,14 +23,12 @@ import pytest
 
 from edgevoice.capture import CaptureFrontEnd
 from edgevoice.config import Config
-from edgevoice.engines.factory import load_turn_model
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
-from edgevoice.live import endpoint_config, speak_once
 from edgevoice.loop import Turn, VoiceLoop
 from edgevoice.pipeline import Assistant, Engines
 from edgevoice.responder import ReplyTrace
-from edgevoice.ring import SharedRing
 from tests.conftest import wer
+from tests.loop_harness import running_loop
 
 pytestmark = pytest.mark.models
 
@@ -69,44 +66,13 @@ class Session:
 
 @pytest.fixture
 def session(engines: Engines) -> Iterator[Session]:
-    config = Config()
-    assistant = Assistant(config, engines, live=True)
-    assistant.warm_up()  # the prompt prefix into the KV cache, as `edgevoice run` does before it listens
-    turn_model = load_turn_model(config)
-    rate = engines.synthesizer.sample_rate
-    with SharedRing.create(RATE * 40) as mic, SharedRing.create(rate * 60) as spk:
-        loop = VoiceLoop(
-            mic=mic,
-            speaker=spk,
-            vad=engines.vad,
-            turn_model=turn_model,  # type: ignore[arg-type]
-            responder=assistant.responder,
-            endpoint=endpoint_config(config),
-            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
-            fallback_text=config.kiosk.fallback_phrase,
-            reply_budget_s=30.0,  # the machine is shared with other tests: only real failures fall back here
-        )
-        s = Session(loop, CaptureFrontEnd(mic), assistant)
-        loop.on_trace = lambda trace, turn: s.turns.append((trace, turn))
-        stop = threading.Event()
-
-        def device() -> None:  # the output callback: 10 ms at a time, in real time
-            buf = np.zeros(rate // 100, dtype=np.float32)
-            while not stop.is_set():
-                n = loop.playback.read_into(buf)
-                s.played.append(buf[:n].copy())
-                time.sleep(0.01)
-
-        player = threading.Thread(target=device)
-        try:
-            with loop:
-                player.start()
-                yield s
-        finally:
-            stop.set()
-            if player.is_alive():
-                player.join()
-            getattr(turn_model, "close", lambda: None)()
+    turns: list[tuple[ReplyTrace, Turn]] = []
+    played: list[np.ndarray] = []
+    with running_loop(Config(), engines, lambda trace, turn: turns.append((trace, turn)), played=played) as (
+        loop,
+        assistant,
+    ):
+        yield Session(loop, CaptureFrontEnd(loop.mic), assistant, turns, played)
 
 
 def seconds(n: float) -> int:

@@ -23,13 +23,11 @@ import numpy as np
 import pytest
 
 from edgevoice.config import Config
-from edgevoice.engines.factory import load_turn_model
-from edgevoice.live import endpoint_config, speak_once
-from edgevoice.loop import Turn, VoiceLoop
-from edgevoice.pipeline import Assistant, Engines
+from edgevoice.loop import Turn
+from edgevoice.pipeline import Engines
 from edgevoice.responder import ReplyTrace
-from edgevoice.ring import SharedRing
 from edgevoice.selftest.utterances import UTTERANCES
+from tests.loop_harness import running_loop
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
@@ -57,10 +55,6 @@ def test_two_hundred_turns_keep_memory_and_first_token_time_flat(engines: Engine
         llm=replace(config.llm, max_tokens=32),  # short replies: the soak is about the loop
         kiosk=replace(config.kiosk, direct_answers=False),  # every turn through the language model and its history
     )
-    assistant = Assistant(config, engines, live=True)
-    assistant.warm_up()
-    turn_model = load_turn_model(config)
-    rate = engines.synthesizer.sample_rate
     clips = [u.audio() for u in UTTERANCES]
     traces: list[ReplyTrace] = []
     rss: dict[int, float] = {}
@@ -71,46 +65,17 @@ def test_two_hundred_turns_keep_memory_and_first_token_time_flat(engines: Engine
         rss[len(traces)] = rss_mb()
         done.set()
 
-    with SharedRing.create(RATE * 40) as mic, SharedRing.create(rate * 60) as spk:
-        loop = VoiceLoop(
-            mic=mic,
-            speaker=spk,
-            vad=engines.vad,
-            turn_model=turn_model,  # type: ignore[arg-type]
-            responder=assistant.responder,
-            endpoint=endpoint_config(config),
-            on_trace=on_trace,
-            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
-            fallback_text=config.kiosk.fallback_phrase,
-            reply_budget_s=30.0,
-        )
-        stop = threading.Event()
-
-        def device() -> None:  # twenty times real time
-            buf = np.zeros(rate // 5, dtype=np.float32)
-            while not stop.is_set():
-                loop.playback.read_into(buf)
-                time.sleep(0.01)
-
-        player = threading.Thread(target=device)
+    with running_loop(config, engines, on_trace, speed=20.0) as (loop, assistant):  # replies at 20x real time
         t0 = time.monotonic()
-        try:
-            with loop:
-                player.start()
-                for i in range(TURNS):
-                    done.clear()
-                    audio = np.concatenate([np.zeros(RATE // 4, np.float32), clips[i % len(clips)]])
-                    mic.write(np.concatenate([audio, np.zeros(RATE, np.float32)]))
-                    assert done.wait(120), f"turn {i + 1} was not answered"
-                    deadline = time.monotonic() + 60
-                    while not loop.idle() and time.monotonic() < deadline:
-                        time.sleep(0.01)
-        finally:
-            stop.set()
-            if player.is_alive():
-                player.join()
-            getattr(turn_model, "close", lambda: None)()
-        elapsed = time.monotonic() - t0
+        for i in range(TURNS):
+            done.clear()
+            audio = np.concatenate([np.zeros(RATE // 4, np.float32), clips[i % len(clips)]])
+            loop.mic.write(np.concatenate([audio, np.zeros(RATE, np.float32)]))
+            assert done.wait(120), f"turn {i + 1} was not answered"
+            deadline = time.monotonic() + 60
+            while not loop.idle() and time.monotonic() < deadline:
+                time.sleep(0.01)
+    elapsed = time.monotonic() - t0
 
     answered = [t for t in traces if t.reply and t.fallback is None and not t.cancelled]
     ttft = [t.first_token - t.transcript_done for t in traces if t.first_token and t.transcript_done]

@@ -1,0 +1,72 @@
+"""The live loop on the real engines with a stand-in output device, for the tests that feed its microphone ring
+directly (bad input, soak): the loop `edgevoice run` runs, without PortAudio."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from edgevoice.config import Config
+from edgevoice.engines.factory import load_turn_model
+from edgevoice.live import endpoint_config, speak_once
+from edgevoice.loop import Turn, VoiceLoop
+from edgevoice.pipeline import Assistant, Engines
+from edgevoice.responder import ReplyTrace
+from edgevoice.ring import SharedRing
+
+RATE = 16000
+
+
+@contextmanager
+def running_loop(
+    config: Config,
+    engines: Engines,
+    on_trace: Callable[[ReplyTrace, Turn], None],
+    *,
+    speed: float = 1.0,
+    played: list[np.ndarray] | None = None,
+) -> Iterator[tuple[VoiceLoop, Assistant]]:
+    """A started :class:`VoiceLoop` and its assistant (prompt prefix warmed up, as `edgevoice run` does before it
+    listens). The output device takes 10 ms of reply every 10 ms times ``speed``; ``played`` collects what it
+    took. The reply budget is 30 s: the machine is shared with other tests, only real failures fall back here."""
+    assistant = Assistant(config, engines, live=True)
+    assistant.warm_up()
+    turn_model = load_turn_model(config)
+    rate = engines.synthesizer.sample_rate
+    with SharedRing.create(RATE * 40) as mic, SharedRing.create(rate * 60) as spk:
+        loop = VoiceLoop(
+            mic=mic,
+            speaker=spk,
+            vad=engines.vad,
+            turn_model=turn_model,  # type: ignore[arg-type]
+            responder=assistant.responder,
+            endpoint=endpoint_config(config),
+            on_trace=on_trace,
+            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
+            fallback_text=config.kiosk.fallback_phrase,
+            reply_budget_s=30.0,
+        )
+        stop = threading.Event()
+
+        def device() -> None:  # the output callback
+            buf = np.zeros(int(rate * 0.01 * speed), dtype=np.float32)
+            while not stop.is_set():
+                n = loop.playback.read_into(buf)
+                if played is not None:
+                    played.append(buf[:n].copy())
+                time.sleep(0.01)
+
+        player = threading.Thread(target=device)
+        try:
+            with loop:
+                player.start()
+                yield loop, assistant
+        finally:
+            stop.set()
+            if player.is_alive():
+                player.join()
+            getattr(turn_model, "close", lambda: None)()
