@@ -242,7 +242,7 @@ class VoiceLoop(Answering):
         self._watch_for_silence(probability)
         if self._replying.is_set():
             # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
-            self._loud = self._loud + 1 if probability >= self.endpointer.config.threshold else 0
+            self._loud = self._loud + 1 if self._speech_over_reply(frame, probability) else 0
             if self._loud >= BARGE_IN_FRAMES and not self._cancel.is_set():
                 self._barge_in()
         else:
@@ -372,6 +372,16 @@ class VoiceLoop(Answering):
             log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
             self.errors.append(exc)
             return 0.0
+
+    def _speech_over_reply(self, frame: FloatAudio, probability: float) -> bool:
+        """Speech by the VAD, and with echo cancellation also as loud as the level that pauses the speaker: the VAD
+        judges the shape of a sound more than its level, and the faint residue of the kiosk's own voice after the
+        canceller must not cut its reply."""
+        if probability < self.endpointer.config.threshold:
+            return False
+        if self.gate is None:
+            return True
+        return 10 * np.log10(float(np.mean(frame * frame)) + 1e-12) > self.gate.level_db
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""

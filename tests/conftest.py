@@ -60,6 +60,18 @@ def words(text: str) -> list[str]:
     return re.findall(r"[a-z']+", text)
 
 
+def heard_share(reference: str, hypothesis: str) -> float:
+    """Share of the reference's words found, in order, in the hypothesis (longest common subsequence): what was
+    said and came through, with words the recognizer added (a looped tail on a recording) not counted against it."""
+    ref, hyp = words(reference), words(hypothesis)
+    row = [0] * (len(hyp) + 1)
+    for r in ref:
+        prev = 0
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], prev + 1 if r == h else max(row[j], row[j - 1])
+    return row[-1] / max(1, len(ref))
+
+
 def wer(reference: str, hypothesis: str) -> float:
     """Word error rate (Levenshtein distance over words / reference length)."""
     ref, hyp = words(reference), words(hypothesis)

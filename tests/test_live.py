@@ -15,7 +15,7 @@ from edgevoice.pipeline import Engines
 from edgevoice.pulse import PulseServer
 from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess
-from tests.conftest import wer
+from tests.conftest import heard_share, wer
 
 pytestmark = pytest.mark.models
 
@@ -105,7 +105,9 @@ def test_three_turn_conversation_through_the_audio_stack(
     latencies = []
     for (_, utterance_end), (reply_start, reply_end), turn in zip(utterances, replies, turns, strict=True):
         heard = engines.recognizer.transcribe(spk[reply_start:reply_end]).text
-        assert wer(str(turn["reply"]), heard) <= 0.35, (turn["reply"], heard)
+        # the reply came through: its words are in what tiny.en hears of the recording (which once added a looped
+        # "the first Sunday, the first Sunday" after a reply without it; the recognizer's own words do not count)
+        assert heard_share(str(turn["reply"]), heard) >= 0.65, (turn["reply"], heard)
         latencies.append((reply_start + offset - utterance_end) / RATE)
     assert all(0 < lat < 5 for lat in latencies), latencies
     for turn in turns:

@@ -399,6 +399,29 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
     assert responder.history[1].content == traces[0].reply == reply
 
 
+def test_faint_speech_under_the_level_does_not_cut_the_reply(rings: tuple[SharedRing, SharedRing]) -> None:
+    """What the VAD takes for speech but is fainter than the barge-in level (the residue of the kiosk's own voice
+    after the echo canceller) neither pauses nor cancels the reply."""
+    mic, spk = rings
+    clock = ManualClock()
+    reply = "The cafe is upstairs next to the big window."
+    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock), barge_in_level_db=-40.0)
+    assert loop.gate is not None
+    capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
+    faint = np.zeros(RATE, dtype=np.float32)
+    faint[::160] = 0.1  # one click per 10 ms: speech to the fake VAD (peak > 0.05), about -42 dBFS
+    with running(loop):
+        capture(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        deadline = time.monotonic() + 10
+        while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        capture(faint)
+        capture(silence(1.0))
+        assert done.wait(20)
+    assert loop.gate.pauses == 0 and loop.barge_ins == 0
+    assert not traces[0].cancelled and responder.history[1].content == traces[0].reply == reply
+
+
 class PrefillingLlm(FakeLlm):
     """A model whose prefill runs until it is interrupted (``stubborn``: never), like a long llama.cpp prefill."""
 
