@@ -375,11 +375,18 @@ class PassThroughEcho:
         return frame
 
 
-def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tuple[SharedRing, SharedRing]) -> None:
+REPLY_UNDER_SOUND = "The cafe is upstairs next to the big window."
+
+
+def reply_with_a_sound_over_it(
+    rings: tuple[SharedRing, SharedRing], sound: np.ndarray
+) -> tuple[VoiceLoop, Responder, list[ReplyTrace], bool]:
+    """A question, then ``sound`` fed through the capture path (echo canceller passing it through, barge-in gate
+    at -40 dBFS) once half a second of the reply has played, then silence until the reply ends. Returns the loop,
+    its responder, the traces, and whether the speaker was paused right after the sound."""
     mic, spk = rings
     clock = ManualClock()
-    reply = "The cafe is upstairs next to the big window."
-    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock), barge_in_level_db=-40.0)
+    loop, responder, traces, done = make_loop(mic, spk, REPLY_UNDER_SOUND, SlowSynth(clock), barge_in_level_db=-40.0)
     assert loop.gate is not None
     capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
     with running(loop):
@@ -387,39 +394,32 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
         deadline = time.monotonic() + 10
         while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
             time.sleep(0.01)
-        # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
-        capture(np.full(RATE // 2, 0.03, dtype=np.float32))
-        assert loop.playback.paused  # at once, by the capture path: the listener had no say
+        capture(sound)
+        paused = loop.playback.paused
         capture(silence(1.0))
         assert done.wait(20)
+    return loop, responder, traces, paused
+
+
+def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tuple[SharedRing, SharedRing]) -> None:
+    # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
+    loop, responder, traces, paused = reply_with_a_sound_over_it(rings, np.full(RATE // 2, 0.03, dtype=np.float32))
+    assert paused  # at once, by the capture path: the listener had no say
     # the reply went on when the VAD heard no speech
-    assert loop.gate.pauses == 1
+    assert loop.gate is not None and loop.gate.pauses == 1
     assert loop.false_barge_ins == 1
     assert loop.barge_ins == 0 and not traces[0].cancelled
-    assert responder.history[1].content == traces[0].reply == reply
+    assert responder.history[1].content == traces[0].reply == REPLY_UNDER_SOUND
 
 
 def test_faint_speech_under_the_level_does_not_cut_the_reply(rings: tuple[SharedRing, SharedRing]) -> None:
     """What the VAD takes for speech but is fainter than the barge-in level (the residue of the kiosk's own voice
     after the echo canceller) neither pauses nor cancels the reply."""
-    mic, spk = rings
-    clock = ManualClock()
-    reply = "The cafe is upstairs next to the big window."
-    loop, responder, traces, done = make_loop(mic, spk, reply, SlowSynth(clock), barge_in_level_db=-40.0)
-    assert loop.gate is not None
-    capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
     faint = np.zeros(RATE, dtype=np.float32)
     faint[::160] = 0.1  # one click per 10 ms: speech to the fake VAD (peak > 0.05), about -42 dBFS
-    with running(loop):
-        capture(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        deadline = time.monotonic() + 10
-        while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        capture(faint)
-        capture(silence(1.0))
-        assert done.wait(20)
-    assert loop.gate.pauses == 0 and loop.barge_ins == 0
-    assert not traces[0].cancelled and responder.history[1].content == traces[0].reply == reply
+    loop, responder, traces, paused = reply_with_a_sound_over_it(rings, faint)
+    assert not paused and loop.gate is not None and loop.gate.pauses == 0 and loop.barge_ins == 0
+    assert not traces[0].cancelled and responder.history[1].content == traces[0].reply == REPLY_UNDER_SOUND
 
 
 class PrefillingLlm(FakeLlm):
