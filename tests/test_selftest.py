@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from edgevoice.selftest import measure
 from edgevoice.selftest.chart import waterfall
 from edgevoice.selftest.report import SPEAKER_SIDE, TRACE_TOTAL, exit_code, report, rows, table
 from edgevoice.selftest.session import SessionResult
+from edgevoice.selftest.utterances import RATE, UTTERANCES
 from edgevoice.trace import STAGE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +91,29 @@ def test_the_waterfall_chart_is_a_png_with_a_row_per_turn(tmp_path: Path) -> Non
     assert w1 == w2 and h2 > h1  # taller with more turns
 
 
+def test_utterances_are_found_by_their_sound_whatever_the_echo_around_them_does() -> None:
+    # a microphone recording: two questions, each followed by a loud reply echoed back at a delay no fixed echo
+    # model predicts (a loaded PulseAudio loopback moves it), and a third question that never reached the recording
+    first, second, lost = (np.concatenate([np.zeros(RATE // 2, np.float32), u.audio()]) for u in UTTERANCES[:3])
+    reply = 0.9 * UTTERANCES[5].audio()
+    mic = np.zeros(12 * RATE, np.float32)
+    mic[RATE : RATE + len(first)] += first
+    mic[6 * RATE : 6 * RATE + len(second)] += second
+    for at in (RATE + len(first) + RATE // 2, 6 * RATE + len(second) + RATE // 3):
+        mic[at + RATE // 7 : at + RATE // 7 + len(reply)] += 0.3 * reply  # 143 ms late, -10 dB
+    spans = measure.played_spans(mic, [(first, RATE - 800), (second, 6 * RATE - 3000), (lost, 8 * RATE)], RATE)
+
+    speech = [measure.speech_bounds(clip, RATE) for clip in (first, second)]
+    assert spans[0] == (RATE + speech[0][0], RATE + speech[0][1])
+    assert spans[1] == (6 * RATE + speech[1][0], 6 * RATE + speech[1][1])
+    assert spans[2] is None
+    # replies on the speaker side, recorded 100 samples ahead of the microphone: each pairs with its question
+    offset = 100
+    first_end, second_end = spans[0][1], spans[1][1]
+    replies = [(first_end + RATE // 2 - offset, first_end + RATE - offset), (second_end + 4000 - offset, 11 * RATE)]
+    assert measure.reply_latencies(spans, replies, offset, RATE) == [0.5, 0.25, None]
+
+
 @pytest.mark.models
 @pytest.mark.slow
 def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_budget(tmp_path: Path) -> None:
@@ -113,7 +139,8 @@ def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_b
     data = json.loads(report_path.read_text())
     assert data["exit_code"] == 1 and len(data["turns"]) == 2
     assert all(t["reply"] and t["voice_to_voice_ms"] > 0 for t in data["turns"])
-    assert all(s is not None and 0.05 < s / 1000 < 10 for s in data["speaker_side_ms"])
+    measured = data["speaker_side_ms"], [(t["transcript"], t["reply"], t["voice_to_voice_ms"]) for t in data["turns"]]
+    assert all(s is not None and 0.05 < s / 1000 < 10 for s in data["speaker_side_ms"]), measured
     stages = {r["name"]: r for r in data["table"]}
     assert all(stages[name]["n"] == 2 for name in STAGE_NAMES)
     assert data["stopped"]["input_overruns"] == 0

@@ -1,5 +1,9 @@
 """Voice-to-voice measured on the speaker side: where the visitor speaks in the microphone recording (which also
-holds the kiosk's echo) and where the kiosk speaks in the loudspeaker recording. Pure functions on float audio."""
+holds the kiosk's echo) and where the kiosk speaks in the loudspeaker recording. Pure functions on float audio.
+
+The visitor's utterances are found by what they are, not by how loud they are: each played clip is located in the
+microphone recording by cross-correlation (:func:`locate`), so the kiosk's echo around it (whose delay a loaded
+PulseAudio loopback moves by tens of milliseconds) can neither split an utterance nor pass for one."""
 
 from __future__ import annotations
 
@@ -20,41 +24,61 @@ def spans(audio: FloatAudio, rate: int, *, threshold: float = 0.02, gap_s: float
     return [(int(a), int(b) + 1) for a, b in zip(starts, ends, strict=True)]
 
 
-def visitor_spans(
-    mic: FloatAudio,
-    spk: FloatAudio,
-    offset: int,
-    rate: int,
-    *,
-    echo_delay_ms: float = 40.0,
-    echo_gain_db: float = -10.0,
-    gap_s: float = 0.6,
-) -> list[tuple[int, int]]:
-    """Where the visitor speaks in the ``mic`` recording: 10 ms frames whose level clearly exceeds the loudest echo
-    the speaker recording predicts nearby (the room's echo path: ``echo_delay_ms``, ``echo_gain_db``). ``offset``:
-    speaker sample i was recorded at the same moment as microphone sample i + offset."""
+def locate(recording: FloatAudio, clip: FloatAudio, *, start: int, stop: int) -> tuple[int, float] | None:
+    """Where ``clip`` begins in ``recording``, searched over beginnings from ``start`` to ``stop`` (samples), and
+    the match's strength: the share of the clip's energy the recording holds there (1.0 when it was recorded at
+    its own level, about 0 where it is not). None when the recording is too short to hold the clip there."""
+    start, stop = max(0, start), min(stop, len(recording) - len(clip))
+    energy = float(np.dot(clip, clip))
+    if stop < start or energy == 0.0:
+        return None
+    segment = recording[start : stop + len(clip)].astype(np.float64)
+    n = 1 << (len(segment) + len(clip)).bit_length()
+    corr = np.fft.irfft(np.fft.rfft(segment, n) * np.conj(np.fft.rfft(clip.astype(np.float64), n)), n)
+    k = int(np.argmax(corr[: stop - start + 1]))
+    return start + k, float(corr[k]) / energy
+
+
+def speech_bounds(clip: FloatAudio, rate: int, *, level: float = 0.01) -> tuple[int, int]:
+    """First and last sample of the 10 ms frames of ``clip`` louder than ``level`` (RMS): where its speech is."""
     hop = rate // 100
-    shift = offset + int(echo_delay_ms / 1000 * rate)
-    echo = np.zeros(len(mic), dtype=np.float32)
-    lo, hi = max(shift, 0), min(len(mic), shift + len(spk))
-    if hi > lo:
-        echo[lo:hi] = spk[lo - shift : hi - shift] * 10 ** (echo_gain_db / 20)
-    n = len(mic) // hop
-    mic_rms = np.sqrt(np.mean(mic[: n * hop].reshape(n, hop) ** 2, axis=1))
-    echo_rms = np.sqrt(np.mean(echo[: n * hop].reshape(n, hop) ** 2, axis=1))
-    echo_env = np.max(np.stack([np.roll(echo_rms, k) for k in range(-4, 5)]), axis=0)  # +-40 ms of slack
-    active = (mic_rms > 2.0 * echo_env + 0.01).astype(np.float32)
-    return [(a * hop, b * hop) for a, b in spans(active, 100, threshold=0.5, gap_s=gap_s)]
+    n = len(clip) // hop
+    loud = np.flatnonzero(np.sqrt(np.mean(clip[: n * hop].reshape(n, hop) ** 2, axis=1)) > level)
+    if len(loud) == 0:
+        raise ValueError("the clip holds no speech")
+    return int(loud[0]) * hop, (int(loud[-1]) + 1) * hop
+
+
+def played_spans(
+    mic: FloatAudio, played: list[tuple[FloatAudio, int]], rate: int, *, search_s: float = 10.0, strength: float = 0.5
+) -> list[tuple[int, int] | None]:
+    """Where each played clip's speech is in the ``mic`` recording: ``played`` holds (clip, the recording's length
+    when it was played); each clip is searched from a quarter second before that to ``search_s`` after. None for a
+    clip recorded at under ``strength`` of its energy there (lost, cut, or not played)."""
+    out: list[tuple[int, int] | None] = []
+    for clip, hint in played:
+        found = locate(mic, clip, start=hint - rate // 4, stop=hint + int(search_s * rate))
+        if found is None or found[1] < strength:
+            out.append(None)
+            continue
+        first, last = speech_bounds(clip, rate)
+        out.append((found[0] + first, found[0] + last))
+    return out
 
 
 def reply_latencies(
-    utterances: list[tuple[int, int]], replies: list[tuple[int, int]], offset: int, rate: int
+    utterances: list[tuple[int, int] | None], replies: list[tuple[int, int]], offset: int, rate: int
 ) -> list[float | None]:
     """For each utterance (mic samples), seconds from its end to the start of the first reply (speaker samples)
-    that begins after it and before the next utterance ends; None where no reply came."""
+    that begins after it and before the next utterance ends; None where no reply came or the utterance was not
+    found."""
     out: list[float | None] = []
-    for i, (_, end) in enumerate(utterances):
-        limit = utterances[i + 1][1] if i + 1 < len(utterances) else None
+    for i, span in enumerate(utterances):
+        if span is None:
+            out.append(None)
+            continue
+        end = span[1]
+        limit = next((later[1] for later in utterances[i + 1 :] if later is not None), None)
         starts = [s + offset for s, _ in replies if s + offset > end and (limit is None or s + offset < limit)]
         out.append((min(starts) - end) / rate if starts else None)
     return out

@@ -5,7 +5,8 @@ Without audio hardware (the default) the session starts a private PulseAudio ser
 "spk", and an echo path from the loudspeaker back into the microphone (40 ms, -10 dB, as in a kiosk), exactly like the
 tests: the utterances are played into "mic", the appliance listens on its monitor and speaks into "spk", and both
 monitors are recorded. Voice-to-voice on the speaker side is the time from the end of each utterance in the microphone
-recording to the first reply sample in the loudspeaker recording. The appliance's own per-stage trace comes with each
+recording (found there by cross-correlation with the clip played, see :mod:`edgevoice.selftest.measure`) to the first
+reply sample in the loudspeaker recording. The appliance's own per-stage trace comes with each
 turn record (see :mod:`edgevoice.trace`).
 
 With ``hardware=True`` the appliance runs on the configured devices and the session plays the utterances through
@@ -81,8 +82,10 @@ def run_session(
             mic_rec.wait_started()
             spk_rec.wait_started()
             offset = mic_rec.samples - spk_rec.samples  # spk sample i was recorded with mic sample i + offset
+            played: list[tuple[FloatAudio, int]] = []
             for i, utterance in enumerate(utterances, 1):
                 audio = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
+                played.append((audio, mic_rec.samples))
                 pulse.play(audio, sink="mic").wait()
                 turn = app.next("turn", TURN_TIMEOUT_S)
                 result.turns.append(turn)
@@ -91,18 +94,17 @@ def run_session(
             app.stop()
             result.stopped = app.next("stopped", 10.0)
         mic, spk = mic_rec.stop(), spk_rec.stop()
-    result.speaker_side_s = speaker_side(mic, spk, offset, len(utterances))
+    result.speaker_side_s = speaker_side(mic, spk, offset, played)
     return result
 
 
-def speaker_side(mic: FloatAudio, spk: FloatAudio, offset: int, expected: int) -> list[float | None]:
-    """Per utterance, end of the utterance (mic recording) → first reply sample (speaker recording), seconds."""
-    heard = measure.visitor_spans(mic, spk, offset, RATE, echo_delay_ms=ECHO_DELAY_MS, echo_gain_db=ECHO_GAIN_DB)
-    replies = measure.spans(spk, RATE)
-    latencies = measure.reply_latencies(heard, replies, offset, RATE)
-    if len(heard) != expected:  # an utterance split in two, or one missed: no pairing can be trusted
-        return [None] * expected
-    return latencies
+def speaker_side(
+    mic: FloatAudio, spk: FloatAudio, offset: int, played: list[tuple[FloatAudio, int]]
+) -> list[float | None]:
+    """Per utterance, end of the utterance (mic recording) → first reply sample (speaker recording), seconds.
+    ``played``: each clip played into the microphone, with the microphone recording's length when it was played."""
+    heard = measure.played_spans(mic, played, RATE)
+    return measure.reply_latencies(heard, measure.spans(spk, RATE), offset, RATE)
 
 
 def _hardware_session(
