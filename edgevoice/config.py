@@ -100,9 +100,11 @@ class AudioConfig:
     barge_in_level_db: float = field(default=-40.0, metadata=_rng(-80.0, 0.0))
     """With echo cancellation: the echo-cancelled microphone level (dBFS) that, held for 20 ms (or exceeded by 10 dB
     for 10 ms) while the kiosk speaks, is taken as the visitor talking over it."""
-    compute_nice: int = field(default=10, metadata=_rng(0, 19))
+    compute_nice: int = field(default=0, metadata=_rng(0, 19))
     """How much lower the CPU priority of the compute threads (recognition, language model, synthesis) is than the
-    audio path's, so a saturated CPU never delays the microphone and barge-in (0: same priority)."""
+    audio path's (0: the same). Off by default: the compute threads also run Python, and one of them holding the GIL
+    while the kernel keeps it waiting behind other work holds up the audio callbacks too (see
+    :mod:`edgevoice.priority`)."""
 
 
 @dataclass(frozen=True)

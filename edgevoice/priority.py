@@ -1,11 +1,18 @@
-"""CPU priority of the compute threads, so the audio path keeps the processor when two cores are saturated.
+"""CPU priority of the compute threads (``[audio] compute_nice``, off by default).
 
-whisper.cpp, llama.cpp and Piper together keep both cores of a small box busy during a reply; the capture callback
-and the listener then wait for the processor behind them. Raising the *nice* value of the threads that compute
-(the responder and the recognition worker) lets the kernel run the audio threads first whenever they wake. Linux
-keeps a nice value per thread and new threads inherit it, so the engines' own worker threads, started from those
-threads (llama.cpp's and whisper.cpp's thread pools, ONNX Runtime run inline with one intra-op thread), run at the
-same lower priority. Raising nice needs no privilege, so this works for the unprivileged service user.
+Raising the *nice* value of the threads that compute (the responder and the recognition worker) asks the kernel to
+run the audio threads first whenever they wake. Linux keeps a nice value per thread and new threads inherit it, so
+the engines' own worker threads, started from those threads (llama.cpp's and whisper.cpp's thread pools, ONNX
+Runtime run inline), run at the same lower priority. Raising nice needs no privilege.
+
+Why it is off by default: the compute threads also run Python between the engines' calls (the token loop, the
+chunker), holding the GIL, and the audio callbacks need the GIL too. A low-priority thread that holds the GIL when
+other work takes the processor keeps it, and every audio callback waits behind it: priority inversion. Measured in
+``tests/test_live.py``'s three-turn conversation with one busy process beside the appliance on this 2-core VM, the
+longest gap between two output callbacks was 72-116 ms with ``compute_nice = 10`` (the 20 ms output buffer ran dry
+in a reply, or the first reply took 5 s) and 17-27 ms with 0. Without other load the two were alike in latency
+(``edgevoice bench --pipeline --turns 8``: 701 and 685 ms at the median). Raise it only where the audio path does not
+share the GIL with the compute threads.
 """
 
 from __future__ import annotations
