@@ -139,6 +139,7 @@ def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_b
     data = json.loads(report_path.read_text())
     assert data["exit_code"] == 1 and len(data["turns"]) == 2
     assert all(t["reply"] and t["voice_to_voice_ms"] > 0 for t in data["turns"])
+    assert data["turns"][1]["stages_ms"]["first_token"] > 0  # the second bundled question is the language model's
     measured = data["speaker_side_ms"], [(t["transcript"], t["reply"], t["voice_to_voice_ms"]) for t in data["turns"]]
     assert all(s is not None and 0.05 < s / 1000 < 10 for s in data["speaker_side_ms"]), measured
     stages = {r["name"]: r for r in data["table"]}

@@ -11,13 +11,16 @@ from typing import Any
 
 
 def add_selftest_parser(sub: Any) -> None:
+    from edgevoice.selftest.utterances import UTTERANCES
+
     p = sub.add_parser(
         "selftest",
         help="measure voice-to-voice latency on this box with the real pipeline (no microphone needed)",
         description=__doc__,
     )
     p.add_argument("--config")
-    p.add_argument("--turns", type=int, default=8, help="utterances to answer (default 8)")
+    n = len(UTTERANCES)
+    p.add_argument("--turns", type=int, default=n, help=f"utterances to answer (default {n}: each once)")
     p.add_argument("--budget-ms", type=float, help="p95 voice-to-voice budget (default [selftest] budget_ms, 500)")
     p.add_argument("--report", type=Path, default=Path("edgevoice-selftest.json"), help="JSON report to write")
     p.add_argument("--chart", type=Path, default=Path("edgevoice-selftest.png"), help="waterfall chart (PNG)")

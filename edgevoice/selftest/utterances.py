@@ -35,7 +35,9 @@ class Utterance:
 
 UTTERANCES = (
     Utterance("ticket", "How much is a ticket for a student?"),
+    Utterance("kids", "Is it free for kids?"),
     Utterance("whale", "Where is the whale skeleton?"),
+    Utterance("jacket", "Where do I drop off my jacket?"),
     Utterance("cafe", "Is there a cafe in the museum?"),
     Utterance("hours", "What time do you open on Sunday?"),
     Utterance("toilets", "Where are the toilets, please?"),
