@@ -11,8 +11,8 @@ other work takes the processor keeps it, and every audio callback waits behind i
 ``tests/test_live.py``'s three-turn conversation with one busy process beside the appliance on this 2-core VM, the
 longest gap between two output callbacks was 72-116 ms with ``compute_nice = 10`` (the 20 ms output buffer ran dry
 in a reply, or the first reply took 5 s) and 17-27 ms with 0. Without other load the two were alike in latency
-(``edgevoice bench --pipeline --turns 8``: 701 and 685 ms at the median). Raise it only where the audio path does not
-share the GIL with the compute threads.
+(``edgevoice bench --pipeline --turns 10``: 712 and 722 ms at the median). Raise it only where the audio path does
+not share the GIL with the compute threads.
 """
 
 from __future__ import annotations
