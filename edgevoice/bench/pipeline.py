@@ -5,6 +5,10 @@ appliance in a private PulseAudio room answering the bundled utterances, see :mo
 one after the other, so they share the machine's state of the moment. Voice-to-voice is measured on the speaker side
 (end of the utterance in the microphone recording → first reply sample in the loudspeaker recording); the median of
 each configuration is compared with the first's (ratio).
+
+Direct answers (an entry's own words) and the language model's replies take very different paths, so each turn is
+also told by who answered it (the kiosk's own grounding of the turn's transcript under that configuration: the
+gate, a direct answer or the model), and the model's turns get their own median.
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgevoice.config import Config
+from edgevoice.config import Config, load_config
 from edgevoice.config_file import Overrides, write_config
 from edgevoice.trace import percentile
+
+if TYPE_CHECKING:
+    from edgevoice.kiosk.grounding import Kiosk
+    from edgevoice.selftest.session import SessionResult
 
 
 @dataclass(frozen=True)
@@ -54,29 +62,63 @@ def run_pipeline(
             write_config(path, variant.overrides, base=base)
             progress(f"pipeline: {variant.name} ({turns} turns)")
             result = run_session(turns, models_dir=models_dir, config_path=str(path), progress=progress)
-            speaker = [s * 1000 for s in result.speaker_side_s if s is not None]
-            trace = [float(str(t["voice_to_voice_ms"])) for t in result.turns if t.get("voice_to_voice_ms") is not None]
-            stages: dict[str, list[float]] = {}
-            for turn in result.turns:
-                for stage, ms in dict(turn.get("stages_ms") or {}).items():  # type: ignore[call-overload]
-                    stages.setdefault(stage, []).append(float(ms))
-            rows.append(
-                {
-                    "variant": variant.name,
-                    "overrides": {k: dict(v) for k, v in variant.overrides.items()},
-                    "turns": len(result.turns),
-                    "speaker_side_p50_ms": _round(percentile(speaker, 50)),
-                    "speaker_side_p95_ms": _round(percentile(speaker, 95)),
-                    "trace_p50_ms": _round(percentile(trace, 50)),
-                    "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
-                    "output_underruns": result.stopped.get("output_underruns"),
-                }
-            )
+            rows.append(summarize(variant, result, _kiosk(load_config(path))))
     first = rows[0]["speaker_side_p50_ms"] if rows else None
     for row in rows:
         value = row["speaker_side_p50_ms"]
         row["ratio"] = round(value / first, 2) if first and value is not None else None
     return rows
+
+
+def answered_by(kiosk: Kiosk, transcript: str) -> str:
+    """Who answers ``transcript`` under ``kiosk``: ``"gate"`` (not covered: "I don't know"), ``"direct"`` (an
+    entry's own words) or ``"model"``."""
+    grounding = kiosk.ground(transcript)
+    return "gate" if not grounding.known else "direct" if grounding.direct is not None else "model"
+
+
+def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str, Any]:
+    """One configuration's row: medians over all turns and over the model's turns, and every turn."""
+    per_turn = []
+    for i, turn in enumerate(result.turns):
+        side = result.speaker_side_s[i] if i < len(result.speaker_side_s) else None
+        transcript = str(turn.get("transcript") or "")
+        per_turn.append(
+            {
+                "transcript": transcript,
+                "answered_by": answered_by(kiosk, transcript) if transcript else None,
+                "speaker_side_ms": None if side is None else round(side * 1000, 1),
+                "voice_to_voice_ms": turn.get("voice_to_voice_ms"),
+                "stages_ms": dict(turn.get("stages_ms") or {}),  # type: ignore[call-overload]
+            }
+        )
+    measured = [t for t in per_turn if t["speaker_side_ms"] is not None]
+    speaker = [float(t["speaker_side_ms"]) for t in measured]
+    model = [float(t["speaker_side_ms"]) for t in measured if t["answered_by"] == "model"]
+    trace = [float(str(t["voice_to_voice_ms"])) for t in per_turn if t["voice_to_voice_ms"] is not None]
+    stages: dict[str, list[float]] = {}
+    for t in per_turn:
+        for stage, ms in t["stages_ms"].items():
+            stages.setdefault(stage, []).append(float(ms))
+    return {
+        "variant": variant.name,
+        "overrides": {k: dict(v) for k, v in variant.overrides.items()},
+        "turns": len(result.turns),
+        "speaker_side_p50_ms": _round(percentile(speaker, 50)),
+        "speaker_side_p95_ms": _round(percentile(speaker, 95)),
+        "model_turns": sum(t["answered_by"] == "model" for t in per_turn),
+        "model_speaker_side_p50_ms": _round(percentile(model, 50)),
+        "trace_p50_ms": _round(percentile(trace, 50)),
+        "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
+        "output_underruns": result.stopped.get("output_underruns"),
+        "per_turn": per_turn,
+    }
+
+
+def _kiosk(config: Config) -> Kiosk:
+    from edgevoice.kiosk.grounding import Kiosk
+
+    return Kiosk.from_config(config)
 
 
 def _round(value: float | None) -> float | None:
@@ -86,7 +128,7 @@ def _round(value: float | None) -> float | None:
 def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
         "voice-to-voice, whole pipeline (speaker side, ms)",
-        f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'trace p50':>11}  stages p50",
+        f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'model p50':>11}{'trace p50':>11}  stages p50",
     ]
     for r in rows:
 
@@ -94,8 +136,10 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
             return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
 
         stages = ", ".join(f"{k} {v:.0f}" for k, v in r["stages_p50_ms"].items())
+        model = f"{fmt(r['model_speaker_side_p50_ms'])} ({r['model_turns']})"
         lines.append(
             f"{r['variant']:<24}{fmt(r['speaker_side_p50_ms']):>8}{fmt(r['speaker_side_p95_ms']):>8}"
-            f"{fmt(r['ratio']):>8}{fmt(r['trace_p50_ms']):>11}  {stages}"
+            f"{fmt(r['ratio']):>8}{model:>11}{fmt(r['trace_p50_ms']):>11}  {stages}"
         )
+    lines.append("model p50: the turns the language model answered (their count in brackets)")
     return "\n".join(lines)
