@@ -33,6 +33,11 @@ FRAME = RATE // 100
 """10 ms: the echo canceller's frame, and the gate's."""
 
 
+def dbfs(frame: FloatAudio) -> float:
+    """RMS level of ``frame`` in dBFS."""
+    return float(10 * np.log10(float(np.mean(frame * frame)) + 1e-12))
+
+
 class NearEndGate:
     """Pauses the speaker when the echo-cancelled microphone rises while the kiosk speaks.
 
@@ -73,6 +78,10 @@ class NearEndGate:
         self._loud = 0
         self._paused_for = 0
 
+    def is_loud(self, frame: FloatAudio) -> bool:
+        """Whether ``frame`` (echo-cancelled) is above the level that pauses the speaker."""
+        return dbfs(frame) > self.level_db
+
     def feed(self, cleaned: FloatAudio) -> None:
         """One 10 ms frame of the echo-cancelled microphone."""
         self.samples += len(cleaned)
@@ -90,7 +99,7 @@ class NearEndGate:
                 self._loud = 0
                 self.false_pauses += 1
             return
-        level = 10 * np.log10(float(np.mean(cleaned * cleaned)) + 1e-12)
+        level = dbfs(cleaned)
         self._loud = self._loud + 1 if level > self.level_db else 0
         if self._loud >= self.frames or level > self.strong_db:
             playback.paused = True

@@ -381,7 +381,7 @@ class VoiceLoop(Answering):
             return False
         if self.gate is None:
             return True
-        return 10 * np.log10(float(np.mean(frame * frame)) + 1e-12) > self.gate.level_db
+        return self.gate.is_loud(frame)
 
     def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work."""

@@ -11,16 +11,13 @@ from typing import Any
 
 
 def add_selftest_parser(sub: Any) -> None:
-    from edgevoice.selftest.utterances import UTTERANCES
-
     p = sub.add_parser(
         "selftest",
         help="measure voice-to-voice latency on this box with the real pipeline (no microphone needed)",
         description=__doc__,
     )
     p.add_argument("--config")
-    n = len(UTTERANCES)
-    p.add_argument("--turns", type=int, default=n, help=f"utterances to answer (default {n}: each once)")
+    p.add_argument("--turns", type=int, help="utterances to answer (default: each bundled utterance once)")
     p.add_argument("--budget-ms", type=float, help="p95 voice-to-voice budget (default [selftest] budget_ms, 500)")
     p.add_argument("--report", type=Path, default=Path("edgevoice-selftest.json"), help="JSON report to write")
     p.add_argument("--chart", type=Path, default=Path("edgevoice-selftest.png"), help="waterfall chart (PNG)")
@@ -39,12 +36,13 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     from edgevoice.selftest.chart import waterfall
     from edgevoice.selftest.report import report, table
     from edgevoice.selftest.session import run_session
+    from edgevoice.selftest.utterances import UTTERANCES
 
     config = find_config(args.config)
     budget = args.budget_ms if args.budget_ms is not None else config.selftest.budget_ms
     store = model_store(config)
     result = run_session(
-        args.turns,
+        len(UTTERANCES) if args.turns is None else args.turns,
         models_dir=store.models_dir,
         config_path=None if config.source == "<defaults>" else str(Path(config.source).resolve()),
         hardware=args.hardware,
