@@ -461,6 +461,62 @@ def test_a_checked_reply_speaks_each_supported_sentence_as_soon_as_it_is_complet
     assert rest == "It is in the whale hall on the first floor." and grounded.last_verdict == "unsupported"
 
 
+def _spoken(grounded: object, question: str, prefix: Sequence[ChatMessage]) -> list[str]:
+    return [p for p in grounded.stream_reply(conversation(prefix, [], question), max_tokens=40) if p]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("question", ["Where do I ask about a lost umbrella?", "I lost my umbrella, who can help?"])
+def test_a_refusal_that_names_the_place_its_entry_gives_is_spoken_as_that_place(kiosk: Kiosk, question: str) -> None:
+    # streamed (fully covered) and checked (partly covered): both reach the lost-property entry first
+    assert kiosk.ground(question).entries[0].question == "Where is lost property?"
+    llm = WordByWordLlm("I don't know that, please ask at the cloakroom on the ground floor. It opens at 10 am.")
+    grounded = kiosk.grounded(llm)
+    pieces = _spoken(grounded, question, kiosk.prefix)
+    # nothing of the refusal was ever handed on: the first words out are the mended sentence
+    assert pieces[0] == "Please ask at the cloakroom on the ground floor."
+    assert "".join(pieces) == "Please ask at the cloakroom on the ground floor. It opens at 10 am."
+    assert grounded.last_verdict == "model"
+
+
+def test_a_refusal_that_names_another_place_becomes_the_plain_refusal_and_ends_the_reply(kiosk: Kiosk) -> None:
+    question = "Where do I ask about a lost umbrella?"
+    grounded = kiosk.grounded(WordByWordLlm("I don't know that, please ask at the gift shop counter. Have a nice day."))
+    assert "".join(_spoken(grounded, question, kiosk.prefix)) == DONT_KNOW
+    plain = kiosk.grounded(WordByWordLlm(f"{DONT_KNOW} Sorry!"))
+    assert "".join(_spoken(plain, question, kiosk.prefix)) == DONT_KNOW
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I think the cloakroom on the ground floor keeps lost things.",  # begins like the refusal, then is not one
+        "Ask at the cloakroom on the ground floor.",
+        "I don't",  # the stream ended inside the opening
+    ],
+)
+def test_a_reply_that_is_not_a_refusal_passes_unchanged(kiosk: Kiosk, reply: str) -> None:
+    grounded = kiosk.grounded(WordByWordLlm(reply))
+    assert "".join(_spoken(grounded, "Where do I ask about a lost umbrella?", kiosk.prefix)) == reply
+
+
+def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_entrys_answer(kiosk: Kiosk) -> None:
+    question = "Is photography allowed?"
+    assert kiosk.ground(question).coverage < kiosk.verify_below
+    grounded = kiosk.grounded(WordByWordLlm("Yes, photography is allowed. Enjoy your visit."))
+    assert "".join(_spoken(grounded, question, kiosk.prefix)) == "Yes, without flash."
+    assert grounded.last_verdict == "echo"
+    informed = kiosk.grounded(WordByWordLlm("Yes, photography is allowed without flash."))
+    assert "".join(_spoken(informed, question, kiosk.prefix)) == "Yes, photography is allowed without flash."
+    assert informed.last_verdict == "model"
+
+
+def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk) -> None:
+    assert kiosk.echoes("Yes, the museum is open late on any day.", "Are you open late on any day?")
+    assert kiosk.echoes("Yes, photographs are permitted.", "Is photography permitted?")  # near spellings count
+    assert not kiosk.echoes("It is open until 9 pm on Thursdays.", "Are you open late on any day?")
+    assert not kiosk.echoes(DONT_KNOW, "Are you open late on any day?")  # a refusal says nothing: not an echo
+
+
 def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
     grounded = kiosk.grounded(RecordingLlm("It is 99 euros, founded in 1700."))  # wrong, but the check is skipped
     reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], "How much are tickets?"), max_tokens=40))

@@ -1,11 +1,23 @@
 """The language model behind the kiosk's grounding: a wrapper that consults the
 :class:`~edgevoice.kiosk.grounding.Kiosk` about the visitor's last question (gate, direct answer, retrieved facts) and
-checks a partly covered question's reply sentence by sentence (see :mod:`edgevoice.kiosk.grounding`)."""
+checks a partly covered question's reply sentence by sentence (see :mod:`edgevoice.kiosk.grounding`).
+
+Two mistakes of a small model are mended on the way out:
+
+* **A refusal that answers** ("I don't know that, please ask at the cloakroom on the ground floor."): the model
+  borrowed the refusal's words to send the visitor where the best-matching entry says. When the place it names is
+  the one that entry gives, the refusal is dropped ("Please ask at the cloakroom on the ground floor."); any other
+  place becomes the plain :data:`~edgevoice.kiosk.prompt.DONT_KNOW`, since an invented desk is no better than an
+  invented fact.
+* **An echo** (checked replies): a first sentence that says nothing the question did not ("Is photography
+  permitted?" "Yes, photography is permitted.") asserts without a fact behind it. The best-matching entry's answer,
+  as the operator wrote it, is spoken instead ("Yes, without flash.").
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +29,9 @@ if TYPE_CHECKING:
     from edgevoice.kiosk.grounding import Grounding, Kiosk
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
+
+_DECLINE = DONT_KNOW.removesuffix("the desk.")
+"""The opening of the refusal ("I don't know that, please ask at "), which a small model completes with a place."""
 
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
@@ -36,8 +51,9 @@ class GroundedModel:
         self.last_grounding: Grounding | None = None
         """The grounding of the last question answered (for benchmarks and logs)."""
         self.last_verdict = ""
-        """Who answered the last question: ``"gate"`` (not covered), ``"unsupported"`` (the model's reply was
-        replaced) or ``"model"``."""
+        """Who answered the last question: ``"gate"`` (not covered), ``"direct"`` (an entry's answer, without the
+        model), ``"unsupported"`` (the model's reply was replaced by "I don't know"), ``"echo"`` (its reply only
+        echoed the question and was replaced by the best entry's answer) or ``"model"``."""
 
     def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
         if not messages or messages[-1].role != "user":
@@ -58,9 +74,12 @@ class GroundedModel:
             self.last_verdict = "direct"
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
-        stream = self.llm.stream_reply(rewritten, max_tokens=max_tokens)
+        stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
         if grounding is None or grounding.coverage >= self.kiosk.verify_below:
-            yield from stream
+            try:
+                yield from stream
+            finally:
+                stream.close()
             return
         # A partly covered question: each sentence is held back until it is complete and checked, with what was
         # said before it, against the knowledge (empty pieces keep the caller's cancel checks going). A supported
@@ -78,15 +97,17 @@ class GroundedModel:
                         if not spoken:
                             yield DONT_KNOW
                         return
+                    if not spoken and self.kiosk.echoes(sentence, question) and grounding.entries:
+                        self.last_verdict = "echo"
+                        yield grounding.entries[0].answer
+                        return
                     spoken += sentence
                     sentences += 1
                     yield sentence
                 if sentences >= MAX_HELD_SENTENCES:
                     return
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            stream.close()
         if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
             if self.kiosk.supported(spoken + pending, question):
                 yield pending
@@ -96,6 +117,49 @@ class GroundedModel:
         if not spoken.strip():
             self.last_verdict = "unsupported"
             yield DONT_KNOW
+
+    def _mend_refusal(self, stream: Iterator[str], grounding: Grounding | None) -> Generator[str, None, None]:
+        """``stream`` with a refusal that names a place mended (see the module's doc). Pieces are held (an empty
+        piece goes out for each, so the caller's cancel checks go on) only while the reply could still be the
+        refusal: its opening, then up to the end of the place it names."""
+        held = ""
+        try:
+            for piece in stream:
+                held += piece
+                if not _DECLINE.lower().startswith(held.lower()[: len(_DECLINE)]):
+                    break  # not a refusal
+                end = _SENTENCE_END.search(held, len(_DECLINE)) if len(held) > len(_DECLINE) else None
+                if end is None:
+                    yield ""
+                    continue
+                mended = self._redirect(held[len(_DECLINE) : end.start() + 1], grounding)
+                yield mended
+                if mended == DONT_KNOW:
+                    return  # a refusal ends the reply
+                held = held[end.start() + 1 :]
+                break
+            else:  # the stream ended while held: an unfinished opening, or a place without a full stop
+                if held.lower().startswith(_DECLINE.lower()) and held[len(_DECLINE) :].strip():
+                    yield self._redirect(held[len(_DECLINE) :], grounding)
+                elif held:
+                    yield held
+                return
+            if held:
+                yield held
+            yield from stream
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def _redirect(self, place: str, grounding: Grounding | None) -> str:
+        """The refusal that sends the visitor to ``place`` ("the cloakroom on the ground floor."): "Please ask at"
+        that place when the best-matching entry's answer names it, else the plain refusal."""
+        best = grounding.entries[0] if grounding is not None and grounding.entries else None
+        if best is None or not self.kiosk.names_only(place, best.answer):
+            return DONT_KNOW
+        place = place.strip()
+        return f"Please ask at {place}" if place.endswith((".", "!", "?")) else f"Please ask at {place}."
 
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""

@@ -290,6 +290,20 @@ class Kiosk:
         measures = {t for m in _MEASURE.finditer(reply) for t in terms(m.group(1))}
         return not any(t[0].isdigit() or t in measures for t in missing) and len(missing) < 2
 
+    def echoes(self, reply: str, question: str) -> bool:
+        """Whether ``reply`` says nothing but what ``question`` asked ("Is photography permitted?" "Yes,
+        photography is permitted."): it has content words, and each is the question's (a refusal, whose words are
+        all filler, is not an echo)."""
+        said = set(terms(reply)) - REPLY_FILLER - self._persona_terms
+        asked = set(terms(question))
+        return bool(said) and all(t in asked or any(near(t, a) for a in asked) for t in said)
+
+    def names_only(self, text: str, source: str) -> bool:
+        """Whether ``text`` names something (a content word other than filler) and only what ``source`` says
+        ("the cloakroom on the ground floor" in "Ask at the cloakroom on the ground floor.")."""
+        named = set(terms(text)) - REPLY_FILLER
+        return bool(named) and named <= set(terms(source))
+
     def user_turn(self, question: str, grounding: Grounding) -> str:
         """The visitor's message as the model sees it: in retrieval mode, with the retrieved facts before it."""
         if self.retrieval:
