@@ -123,9 +123,10 @@ def _right(question: Question, text: str) -> bool:
 FAR_IN = {"d-pensioner", "d-found-wallet", "d-cut-finger"}
 """Development questions in the knowledge too far in meaning from their entry for the gate (0.26, 0.42, 0.25:
 "pensioners" for seniors, a purse found for lost property, a cut finger for first aid)."""
-UNANSWERED_IN = {"d-till", "d-knee", "d-wash-hands", "d-lunch", "d-show-around", "d-online"}
-"""... and those taken for near misses: the best entry's answer is far from them (the wrong entry for four of
-them). The 0.5B model answered none of the six right (bench of the development questions, semantic on)."""
+UNANSWERED_IN = {"d-till", "d-knee", "d-show-around"}
+"""... and those taken for near misses: the best entry's answer is far from them. Three more were until the venue
+vocabulary learnt "online", "wash hands" and "hungry" (:data:`~edgevoice.kiosk.retrieval.SYNONYMS`): their words
+now find their entry outright, and they are answered directly."""
 
 
 @pytest.mark.models
@@ -134,14 +135,8 @@ def test_the_gate_lets_paraphrases_through(semantic: Kiosk, words: Kiosk) -> Non
     stopped = {q.id for q in DEV_IN + DEV_IN_3 if not semantic.ground(q.text).known}
     assert stopped == FAR_IN | UNANSWERED_IN
     by_words = {q.id for q in DEV_IN + DEV_IN_3 if not words.ground(q.text).known}
-    assert by_words == FAR_IN | {
-        "d-stop-letting",
-        "d-wash-hands",
-        "d-bones",
-        "d-headphones",
-        "d-online",
-        "d-left-jacket",
-    }
+    # "pensioners" and "reduction" are the seniors' price by words, though far from it in meaning
+    assert by_words == FAR_IN - {"d-pensioner"} | {"d-stop-letting", "d-bones", "d-headphones", "d-left-jacket"}
 
 
 @pytest.mark.models
@@ -176,8 +171,8 @@ def test_direct_answers_by_meaning_are_right_and_never_given_outside_the_knowled
     direct = {q.id: semantic.ground(q.text).direct for q in DEV_IN + DEV_IN_3}
     wrong = {i: answer for i, answer in direct.items() if answer is not None and not _right(_by_id(i), answer)}
     assert wrong == {}
-    assert sum(a is not None for a in direct.values()) >= 35
-    assert sum(words.ground(q.text).direct is not None for q in DEV_IN + DEV_IN_3) <= 25
+    by_words = sum(words.ground(q.text).direct is not None for q in DEV_IN + DEV_IN_3)
+    assert sum(a is not None for a in direct.values()) >= max(35, by_words + 10)  # 41 and 26 when written
     # paraphrases that share few words with their entry
     for i in ("d-stop-letting", "d-headphones", "d-map-until", "d-guide-langs", "d-now-on", "d-level"):
         assert direct[i] is not None, i
