@@ -145,9 +145,11 @@ class KioskConfig:
     """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
     ``retrieve_entries`` entries that match it best."""
     retrieve_entries: int = field(default=4, metadata=_rng(1, 20))
-    hint_entries: int = field(default=0, metadata=_rng(0, 20))
+    hint_entries: int = field(default=1, metadata=_rng(0, 20))
     """With the whole knowledge in the prompt, also put this many best-matching entries right before each question
-    (a small model then copies the fact instead of searching for it); 0: none."""
+    (a small model then copies the fact instead of searching for it); 0: none. On the development questions the
+    0.5B model gets 57 of 67 right with 1, 48 with 0; the entry's tokens are prefilled with the partial transcripts
+    while the visitor speaks, so the first token waits for them only when the best entry changes at the end."""
     venue_examples: int = field(default=0, metadata=_rng(0, 10))
     """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
     prompt, before the "I don't know" example."""

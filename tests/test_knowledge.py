@@ -343,12 +343,12 @@ def test_grounded_model_answers_dont_know_without_the_model(kiosk: Kiosk) -> Non
 
 
 def test_grounded_model_passes_known_questions_and_everything_else_through() -> None:
-    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, direct_answers=False)
+    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, direct_answers=False, hint_entries=0)
     llm = RecordingLlm()
     grounded = kiosk.grounded(llm)
     messages = conversation(kiosk.prefix, [], "Is there a gift shop?")
     assert "".join(grounded.stream_reply(messages, max_tokens=40)) == llm.reply
-    assert llm.prompts == [messages]  # the knowledge is in the cached prefix: the question goes as it is
+    assert llm.prompts == [messages]  # the knowledge is in the cached prefix and no hint: the question as it is
     assert grounded.prefill(messages) == 7 and llm.prefilled == [messages]
     assert grounded.prefill(kiosk.prefix) == 7  # no question last: a plain prefill
     assert grounded.count_tokens(messages) == 3  # delegated
@@ -378,21 +378,28 @@ def test_large_knowledge_is_retrieved_per_question_and_the_prefix_stays_fixed() 
     assert "Venue facts:" in big.prefix[1].content  # the example turns show the same shape
 
 
-def test_the_sample_venue_fits_the_prompt_and_hints_are_optional() -> None:
-    plain = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE)
-    assert not plain.retrieval and "Lighthouse Cafe" in plain.prefix[0].content
-    hinted = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, hint_entries=1)
+def test_the_sample_venue_fits_the_prompt_and_each_question_brings_its_best_entry() -> None:
+    hinted = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE)
+    assert not hinted.retrieval and "Lighthouse Cafe" in hinted.prefix[0].content
     turn = hinted.user_turn("Is there a gift shop?", hinted.ground("Is there a gift shop?"))
     assert turn == "Venue facts:\nIs there a shop? The museum shop is at the exit on the ground floor.\n\n" + (
         "Question: Is there a gift shop?"
     )
+    assert Config().kiosk.hint_entries == 1
+    plain = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, hint_entries=0)
+    assert plain.user_turn("Is there a gift shop?", plain.ground("Is there a gift shop?")) == "Is there a gift shop?"
 
 
 def test_venue_examples_come_from_the_knowledge() -> None:
-    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, venue_examples=2)
+    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, venue_examples=2, hint_entries=0)
     turns = [m.content for m in kiosk.prefix[1:]]
     assert turns[0] == "When is the museum open?" and turns[1].startswith("Tuesday to Sunday")
     assert DONT_KNOW in turns
+    hinted = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE, venue_examples=2)  # the example turns show the hint's shape
+    assert [m.content for m in hinted.prefix[1:3]] == [
+        "Venue facts:\nWhen is the museum open? " + turns[1] + "\n\nQuestion: When is the museum open?",
+        turns[1],
+    ]
 
 
 # --- configuration ---------------------------------------------------------------------------------------------------

@@ -147,6 +147,7 @@ class LlamaCppModel:
                 f"prompt of {len(prompt)} tokens plus {max_tokens} reply tokens exceeds n_ctx={self.n_ctx}",
                 code="llm_context_full",
             )
+        stream: Any = None
         try:
             stream = self._llm.create_completion(
                 prompt=prompt,
@@ -161,13 +162,19 @@ class LlamaCppModel:
                     raise LanguageModelError(
                         "generation interrupted: the model is shutting down", code="llm_interrupted"
                     )
-                text = chunk["choices"][0]["text"]  # type: ignore[index]
+                text = chunk["choices"][0]["text"]
                 if text:
                     yield text
         except (GeneratorExit, LanguageModelError):
             raise
         except Exception as exc:
             raise LanguageModelError(f"generation failed: {exc}") from exc
+        finally:
+            # Closed here, in this thread, while the model is alive: an exception kept for later (the loop keeps a
+            # turn's error) would otherwise keep llama-cpp-python's generator, and its sampler, alive in its
+            # traceback until the interpreter's exit, long after the model was freed.
+            if stream is not None:
+                stream.close()
 
     def interrupt(self) -> None:
         """Make a prefill or generation in progress on another thread stop at its next chunk or token (raising

@@ -134,7 +134,7 @@ class Kiosk:
         knowledge_budget_tokens: int = 1000,
         retrieve_entries: int = 4,
         vocabulary_prompt: bool = True,
-        hint_entries: int = 0,
+        hint_entries: int = 1,
         venue_examples: int = 0,
         verify_below: float = 0.8,
         direct_answers: bool = True,
