@@ -261,6 +261,9 @@ def test_terms_join_forms_and_synonyms() -> None:
     assert terms("Is it opening? Opens? Closed?") == ["hour", "hour", "hour"]
     assert terms("The café's Wi-Fi") == ["cafe", "wifi"]
     assert terms("Do you have first aid?") == ["firstaid"]
+    # a recognizer's spelling of a hyphenated word is the same concept
+    assert terms("Is there step free access? Wi fi?") == terms("Is there step-free access? Wi-Fi?")
+    assert terms("Can I get online? Where can I wash my hands?") == ["wifi", "toilet"]
 
 
 def test_bm25_ranks_the_entry_that_answers() -> None:

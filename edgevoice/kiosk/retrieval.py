@@ -177,6 +177,8 @@ for _concept, _words in SYNONYMS.items():
             _PHRASES.append((_w, _concept))
         else:
             _CONCEPT[_stem(_w.replace("-", ""))] = _concept
+            if "-" in _w:  # a recognizer writes "step free" and "wi fi" as often as "step-free" and "wi-fi"
+                _PHRASES.append((_w.replace("-", " "), _concept))
 
 
 def terms(text: str) -> list[str]:
