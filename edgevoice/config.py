@@ -163,6 +163,10 @@ class KioskConfig:
     """Match questions to the knowledge by meaning too (the ``[models] embed`` sentence encoder, one forward pass of
     a few ms per question): paraphrases that share no word with their entry are recognised, questions unrelated to
     every entry get "I don't know". Off, or with the model not installed: by their words only."""
+    mend_misheard: bool = True
+    """With ``semantic``: a question no entry answers outright is tried with one or two words replaced by venue
+    words that sound nearly the same ("Tran" as "tram", "Wilcher" as "wheelchair"), and taken so when an entry then
+    answers it outright and it comes clearly closer in meaning (edgevoice/kiosk/sounds.py)."""
     vocabulary_prompt: bool = False
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge. Off by
     default: it got venue names right far more often (82 % against 47 % in `edgevoice bench --quality`), but a

@@ -220,3 +220,48 @@ def test_the_grounded_model_speaks_a_paraphrases_answer_at_once(semantic: Kiosk)
     assert llm.prompts == [] and grounded.last_verdict == "direct"
     stopped = conversation(semantic.prefix, [], "What is two plus two?")
     assert "".join(grounded.stream_reply(stopped, max_tokens=40)) == DONT_KNOW and grounded.last_verdict == "gate"
+
+
+# Heard by tiny.en in the spoken development questions (a voice of edgevoice/bench/audio_set.py, clean, 20 or 10 dB).
+MISHEARD_IN = {
+    "How do I reach you by Tran?": ("tram", "tram line 4"),
+    "How far is it from the trans stop?": ("tram", "tram line 4"),
+    "Can I borrow Wilcher?": ("wheelchair", "wheelchairs can be borrowed"),
+    "Do you have wife I hear?": ("wi-fi", "HarbourMuseum"),
+    "Where can I watch my hands?": ("wash", "every floor"),
+}
+MISHEARD_LEFT = (
+    "When does the next fairy leave?",  # "free" would be an answer for a question outside the knowledge
+    "When does the next very lead?",  # "leave": no closer in meaning
+    "Tell me that Joe",  # "Joe" does not start like "audio"
+    "Is the exhibition about Matt still on?",  # "station": not a word of the exhibition's entry
+    "Can I charge my phone somewhere?",
+    "Where is the nearest cash machine?",
+)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("heard", sorted(MISHEARD_IN))
+def test_a_misheard_venue_word_is_mended_when_an_entry_then_answers_outright(semantic: Kiosk, heard: str) -> None:
+    word, fact = MISHEARD_IN[heard]
+    plain = Kiosk.from_config(replace(Config(), kiosk=replace(Config().kiosk, mend_misheard=False)))
+    assert plain.ground(heard).direct is None
+    grounding = semantic.ground(heard)
+    assert word in grounding.question.lower() and grounding.direct is not None and fact in grounding.direct
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("heard", MISHEARD_LEFT)
+def test_a_mend_that_changes_the_subject_or_brings_no_meaning_is_not_taken(semantic: Kiosk, heard: str) -> None:
+    grounding = semantic.ground(heard)
+    assert grounding.question == heard
+
+
+@pytest.mark.models
+def test_written_development_questions_are_not_mended_into_other_answers(semantic: Kiosk) -> None:
+    for question in DEV_OUT + DEV_OUT_3:
+        assert semantic.ground(question.text).question == question.text, question.id
+    for question in DEV_IN + DEV_IN_3:
+        grounding = semantic.ground(question.text)
+        if grounding.question != question.text:
+            assert grounding.direct is not None and _right(question, grounding.direct), question.id

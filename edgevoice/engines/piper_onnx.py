@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,22 @@ from edgevoice.errors import ModelFormatError, ModelMissingError, SynthesizerErr
 from edgevoice.interfaces import FloatAudio
 
 _ESPEAK_LOCK = threading.Lock()  # the espeak-ng bridge is a process-wide singleton
+
+
+def espeak_phonemes(voice: str = "en-us") -> Callable[[str], str]:
+    """Text to IPA phonemes with the espeak-ng bundled with piper-tts (what the kiosk compares misheard words by,
+    :mod:`edgevoice.kiosk.sounds`); safe to call from any thread."""
+    from piper.phonemize_espeak import EspeakPhonemizer
+
+    with _ESPEAK_LOCK:
+        phonemizer = EspeakPhonemizer()
+
+    def phonemize(text: str) -> str:
+        with _ESPEAK_LOCK:
+            sentences = phonemizer.phonemize(voice, text)
+        return " ".join("".join(s) for s in sentences)
+
+    return phonemize
 
 
 class PiperSynthesizer:

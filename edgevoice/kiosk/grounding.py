@@ -26,6 +26,11 @@
   "where is the whale skeleton?"), but further from the entry's answer than the entry's own question is: a question
   that is clearly closest to one entry, and at least as close to its answer as that entry's question, gets the
   answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`); the rest go to the model and its reply check.
+* **Misheard venue words** (with semantic matching and a phonemizer; see :mod:`edgevoice.kiosk.sounds`): a
+  question no entry answers outright is tried again with one or two of its words replaced by a venue word that
+  sounds nearly the same ("how do I reach you by Tran?" as "... by tram?"). The replacement is kept only when it
+  makes the question one an entry answers outright and brings it clearly closer in meaning to the knowledge
+  (:data:`MEND_SIMILARITY_RISE`); the model and the reply check then see the mended question.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -36,7 +41,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,8 +55,9 @@ from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
 from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
-from edgevoice.kiosk.retrieval import BM25Index, Match, near, terms
+from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS, BM25Index, Match, near, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
+from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 
 if TYPE_CHECKING:
     from edgevoice.config import Config
@@ -89,6 +97,12 @@ not say ("what species is the whale?", -0.25; "does the cafe have a terrace?" st
 the development questions this stops 12 of the 21 questions outside the knowledge that pass the gate, and 3 in
 it (6 before the venue vocabulary learnt "online", "wash hands" and "hungry"), which the 0.5B model got wrong
 anyway; the closest it lets through in the knowledge: -0.13."""
+MEND_SIMILARITY_RISE = 0.08
+"""A question with misheard words replaced (:mod:`edgevoice.kiosk.sounds`) is taken instead of the transcript only
+when an entry answers it outright and it is at least this much closer in meaning to the knowledge. On the spoken
+development questions: "can I borrow Wilcher?" 0.22 -> 0.57 as "wheelchair", "how do I reach you by Tran?" 0.46 ->
+0.56 as "tram"; turned down: "when does the next very lead?" 0.51 -> 0.56 as "leave", "when does the next fairy
+leave?" 0.42 -> 0.38 as "free" (both outside the knowledge)."""
 RANK_LEXICAL_WEIGHT = 0.25
 """Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
 near ties. By meaning the right entry ranks first for 59 of the 67 development questions in the knowledge, by
@@ -119,6 +133,9 @@ class Grounding:
     other entry rivals it (see :meth:`Kiosk.ground`)."""
     similarity: float | None = None
     """Semantic matching: the best entry's cosine similarity to the question (None: matched by words only)."""
+    question: str = ""
+    """The question as grounded: the transcript, or the transcript with misheard venue words replaced (the model
+    and the reply check are given this one)."""
 
 
 class Kiosk:
@@ -139,11 +156,14 @@ class Kiosk:
         verify_below: float = 0.8,
         direct_answers: bool = True,
         embedder: Embedder | None = None,
+        phonemize: Phonemize | None = None,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
         spoken as the operator wrote it, without the language model. ``embedder``: a sentence encoder for semantic
-        matching (None: the words alone decide); the entries are embedded here, once."""
+        matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``: text to
+        phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
+        consent)."""
         self.hint_entries = hint_entries
         self.direct_answers = direct_answers
         self.verify_below = verify_below
@@ -168,24 +188,34 @@ class Kiosk:
         """The entries' embeddings; None: no embedder (or no entries), the words alone decide."""
         if embedder is not None and self.entries:
             started = time.perf_counter()
-            self.semantic = SemanticIndex(embedder, self.entries, venue_names=venue_vocabulary([], also=[persona]))
+            self.semantic = SemanticIndex(
+                embedder, self.entries, venue_names=venue_vocabulary([], also=[persona]), cache_size=64
+            )
             log.info(
                 "semantic matching on: %d knowledge entries embedded in %.0f ms",
                 len(self.entries),
                 1000 * (time.perf_counter() - started),
             )
+        self.sounds: SoundLexicon | None = None
+        """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
+        if phonemize is not None and self.semantic is not None:
+            self.sounds = sound_lexicon(self.entries, phonemize)
+        self._mends: OrderedDict[str, str | None] = OrderedDict()
+        self._mends_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Config, *, embedder: Embedder | None = None) -> Kiosk:
         """The kiosk the config describes. With ``[kiosk] semantic`` (the default) the embedding model
         (``[models] embed``) is loaded unless ``embedder`` is given; a model that is not installed leaves the words
-        alone to decide, with a warning."""
+        alone to decide, with a warning. With ``[kiosk] mend_misheard`` as well, espeak-ng's phonemes mend
+        misheard venue words."""
         k = config.kiosk
         if k.semantic and embedder is None:
             embedder = _load_embedder(config)
         elif not k.semantic:
             embedder = None
             log.info("semantic matching off ([kiosk] semantic = false): questions are matched by their words")
+        phonemize = _load_phonemizer() if k.mend_misheard and embedder is not None else None
         return cls(
             k.persona,
             config.knowledge_text(),
@@ -199,6 +229,7 @@ class Kiosk:
             verify_below=k.verify_below,
             direct_answers=k.direct_answers,
             embedder=embedder,
+            phonemize=phonemize,
         )
 
     def asr_prompt(self, configured: str = "") -> str:
@@ -210,14 +241,54 @@ class Kiosk:
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it.
 
-        Words of the persona (the venue's name: "is there a cafe in the museum?") neither help nor hurt."""
+        Words of the persona (the venue's name: "is there a cafe in the museum?") neither help nor hurt. A question
+        no entry answers outright may come back mended (:attr:`Grounding.question`; see the module's doc)."""
+        grounding = self._ground(question)
+        if grounding.direct is not None or self.sounds is None or not grounding.entries:
+            return grounding
+        with self._mends_lock:
+            seen = question in self._mends
+            mended = self._mends.get(question)
+        if seen:
+            return self._ground(mended) if mended is not None else grounding
+        mended, better = None, None
+        for mend in self.sounds.candidates(question):
+            text = mend.apply(question)
+            tried = self._ground(text)
+            rise = (tried.similarity or 0.0) - (grounding.similarity or 0.0)
+            if (
+                tried.direct is not None
+                and rise >= MEND_SIMILARITY_RISE
+                and self._answers_with(tried.direct, text, question)
+            ):
+                mended, better = text, tried
+                log.info(
+                    "heard %r, taken as %r (%s for %r)", question, text, mend.word, question[mend.start : mend.end]
+                )
+                break
+        with self._mends_lock:
+            self._mends[question] = mended
+            while len(self._mends) > 64:
+                self._mends.popitem(last=False)
+        return better or grounding
+
+    def _answers_with(self, answer: str, mended: str, heard: str) -> bool:
+        """Whether the entry that gives ``answer`` has the words the mend brought (a mend must be about the entry it
+        reaches: "Matt still on" taken as "Matt station" reaches the exhibition, which never says "station")."""
+        brought = set(terms(mended)) - set(terms(heard))
+        return any(e.answer == answer and brought <= set(terms(e.search_text())) for e in self.entries)
+
+    def _ground(self, question: str) -> Grounding:
+        """:meth:`ground` of the question as it stands."""
         matches = self.index.search(question, self.retrieve_entries, neutral=self._persona_terms)
         entries = tuple(self.entries[m.index] for m in matches)
         small_talk = not set(terms(question)) - self._persona_terms  # "hello", "thank you": nothing to look up
         coverage = 1.0 if small_talk else max((m.coverage for m in matches), default=0.0)
         if self.semantic is None:
             direct = None if small_talk else self._direct(question, matches)
-            return Grounding(small_talk or coverage >= self.grounding_threshold, coverage, entries, direct)
+            return Grounding(
+                small_talk or coverage >= self.grounding_threshold, coverage, entries, direct, None, question
+            )
         similarity, relevance = self.semantic.similarities(question)
         covered = np.zeros(len(self.entries), dtype=np.float32)
         for m in self.index.search(question, neutral=self._persona_terms):
@@ -226,13 +297,13 @@ class Kiosk:
         entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
         best = float(similarity.max())
         if small_talk:
-            return Grounding(True, coverage, entries, similarity=best)
+            return Grounding(True, coverage, entries, similarity=best, question=question)
         known = self.grounding_threshold <= 0.0 or best >= SEMANTIC_KNOWN
         known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
         direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
         if direct is None and self.grounding_threshold > 0.0 and relevance[order[0]] < SEMANTIC_UNANSWERED:
             known = False  # a near miss: about an entry's subject, but not what its answer says
-        return Grounding(known, coverage, entries, direct if known else None, best)
+        return Grounding(known, coverage, entries, direct if known else None, best, question)
 
     def _said_in(self, question: str, entry: Entry) -> bool:
         """Every word of the question (but the persona's) is in the entry as said: no near spellings."""
@@ -325,6 +396,28 @@ def _load_embedder(config: Config) -> Embedder | None:
     except (ModelMissingError, ImportError) as exc:
         log.warning("semantic matching off (%s): questions are matched by their words only", exc)
         return None
+
+
+def _load_phonemizer() -> Phonemize | None:
+    try:
+        from edgevoice.engines.piper_onnx import espeak_phonemes
+
+        return espeak_phonemes()
+    except (ImportError, OSError, RuntimeError) as exc:
+        log.warning("misheard venue words are not mended (no phonemizer: %s)", exc)
+        return None
+
+
+def sound_lexicon(entries: Sequence[Entry], phonemize: Phonemize) -> SoundLexicon:
+    """The venue's words to mend misheard ones with: the words of the knowledge and of the visitors' synonyms
+    (three letters or more, no stop words or numbers) and the synonyms' phrases."""
+    said: set[str] = set()
+    for entry in entries:
+        for text in (entry.question, entry.answer, *entry.keywords):
+            said.update(w.lower() for w in re.findall(r"[A-Za-z]+(?:['-][A-Za-z]+)*", text))
+    phrases = {w.lower() for words in SYNONYMS.values() for w in words}
+    words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
+    return SoundLexicon(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
 
 
 def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:

@@ -1,0 +1,140 @@
+"""Venue words a recognizer misheard, found by how they sound.
+
+A small recognizer turns a venue's words into ordinary ones that sound alike ("how do I reach you by Tran?", "can I
+borrow Wilcher?", "do you have wife I here?"). Such a transcript no longer finds its entry, and the visitor hears
+"I don't know" to a question the knowledge answers. :class:`SoundLexicon` holds the venue's words (those of the
+knowledge and of the visitors' synonyms) as phonemes; for a transcript it proposes the few replacements of one or
+two of its unknown words by a venue word that sounds nearly the same. :meth:`edgevoice.kiosk.grounding.Kiosk.ground`
+takes one only when it turns the question into one an entry answers outright, and brings it clearly closer in
+meaning to the knowledge: never to send an unrelated question to an entry.
+
+Phonemes come from espeak-ng (the bundled copy the voice already uses), compared by an edit distance in which
+vowels and near consonants (voiced and voiceless pairs, nasals, liquids) cost half.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+__all__ = ["Mend", "Phonemize", "SoundLexicon", "phonetic_distance"]
+
+Phonemize = Callable[[str], str]
+"""Text to its phonemes (IPA, stress and length marks left in or not)."""
+
+MEND_DISTANCE = 0.34
+"""Largest :func:`phonetic_distance`, as a share of the longer phoneme string, of a replacement: "Tran"/"tram"
+0.12, "Wilcher"/"wheelchair" 0.29, "trans"/"tram" 0.30; "lead"/"leave" 0.33 still passes (the kiosk's other checks
+turn that one down)."""
+MEND_CANDIDATES = 6
+"""At most this many replacements, the nearest first, are tried for one transcript."""
+
+_MARKS = re.compile("[ˈˌːˑ‿\\s\u0329-]")
+_VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")
+_NEAR = tuple(frozenset(s) for s in ("pb", "td", "kɡg", "fv", "sz", "ʃʒ", "θð", "mnŋ", "ɹl", "ɾtd"))
+_WORD = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
+
+
+def _cost(a: str, b: str) -> float:
+    if a == b:
+        return 0.0
+    if (a in _VOWELS and b in _VOWELS) or any(a in pair and b in pair for pair in _NEAR):
+        return 0.5
+    return 1.0
+
+
+def phonetic_distance(a: str, b: str) -> float:
+    """Edit distance between two phoneme strings: substitutions between vowels or near consonants cost 0.5, as
+    does inserting or deleting a vowel; anything else 1."""
+    row = [0.0]
+    for cb in b:
+        row.append(row[-1] + (0.5 if cb in _VOWELS else 1.0))
+    for ca in a:
+        prev, row[0] = row[0], row[0] + (0.5 if ca in _VOWELS else 1.0)
+        for j, cb in enumerate(b, 1):
+            gap_a = 0.5 if ca in _VOWELS else 1.0
+            gap_b = 0.5 if cb in _VOWELS else 1.0
+            prev, row[j] = row[j], min(row[j] + gap_a, row[j - 1] + gap_b, prev + _cost(ca, cb))
+    return row[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Mend:
+    """Replace ``text[start:end]`` by ``word``."""
+
+    distance: float
+    """:func:`phonetic_distance` as a share of the longer phoneme string."""
+    start: int
+    end: int
+    word: str
+
+    def apply(self, text: str) -> str:
+        return text[: self.start] + self.word + text[self.end :]
+
+
+class SoundLexicon:
+    """The venue's words as phonemes, and the replacements that make a transcript sound the same with them."""
+
+    def __init__(
+        self,
+        words: Iterable[str],
+        phonemize: Phonemize,
+        *,
+        known: Iterable[str] = (),
+        max_distance: float = MEND_DISTANCE,
+        cache_size: int = 512,
+    ) -> None:
+        """``words``: the venue's words and phrases (lower-cased here; a phrase replaces as many words as it has).
+        ``known``: words never taken for misheard ones (stop words); the venue's own words never are."""
+        self._phonemize = phonemize
+        self.max_distance = max_distance
+        self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cache_size = cache_size
+        self.words: dict[str, str] = {}
+        for word in sorted({w.lower().strip() for w in words if w.strip()}):
+            sound = self.sound(word)
+            if len(sound) >= 2:
+                self.words[word] = sound
+        self.known = frozenset(w.lower() for w in known) | {w for phrase in self.words for w in phrase.split()}
+
+    def sound(self, text: str) -> str:
+        """The phonemes of ``text``, without stress, length marks or spaces (cached)."""
+        if (cached := self._cache.get(text)) is not None:
+            self._cache.move_to_end(text)
+            return cached
+        sound = _MARKS.sub("", self._phonemize(text))
+        self._cache[text] = sound
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return sound
+
+    def candidates(self, text: str, limit: int = MEND_CANDIDATES) -> list[Mend]:
+        """Replacements of one word of ``text``, or two neighbours, at least one of them unknown to the venue, by a
+        venue word (or a phrase of as many words) that sounds nearly the same and starts with the same or a near
+        sound: the nearest ``limit``, nearest first."""
+        found = list(_WORD.finditer(text))
+        out: list[Mend] = []
+        for i in range(len(found)):
+            for span in (1, 2):
+                piece = found[i : i + span]
+                said = [m.group(0).lower().replace("’", "'") for m in piece]
+                if len(piece) < span or all(w in self.known for w in said):
+                    continue
+                sound = self.sound(" ".join(said))
+                if len(sound) < 2:
+                    continue
+                for word, venue_sound in self.words.items():
+                    if word in said or (" " in word and word.count(" ") + 1 != span):
+                        continue
+                    longer = max(len(sound), len(venue_sound))
+                    if abs(len(sound) - len(venue_sound)) > self.max_distance * longer:
+                        continue  # too different in length to be near enough
+                    if _cost(sound[0], venue_sound[0]) >= 1.0:
+                        continue  # a word's first sound is the one a recognizer most rarely gets wrong
+                    distance = phonetic_distance(sound, venue_sound) / longer
+                    if distance <= self.max_distance:
+                        out.append(Mend(distance, piece[0].start(), piece[-1].end(), word))
+        out.sort(key=lambda m: (m.distance, m.start, m.word))
+        return out[:limit]

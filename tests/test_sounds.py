@@ -1,0 +1,80 @@
+"""Misheard venue words (edgevoice/kiosk/sounds.py): the phonetic distance, the replacements proposed with espeak-ng's
+phonemes (bundled with piper-tts, no model needed), and the kiosk's rule for taking one (on a fake encoder; the
+real one is in tests/test_semantic.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgevoice.engines.piper_onnx import espeak_phonemes
+from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.retrieval import STOP_WORDS
+from edgevoice.kiosk.sample_venue import SAMPLE_PERSONA
+from edgevoice.kiosk.sounds import SoundLexicon, phonetic_distance
+from tests.test_semantic import FAKE_KNOWLEDGE, ConceptEmbedder
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "distance"),
+    [
+        ("tɹæm", "tɹæm", 0.0),
+        ("tɹæm", "tɹæn", 0.5),  # nasals: near
+        ("wɑʃ", "wɑtʃ", 1.0),  # one consonant more
+        ("mæt", "mæp", 1.0),  # t and p: not near
+        ("bid", "bæd", 0.5),  # vowels: near
+        ("fæst", "fst", 0.5),  # a vowel dropped
+        ("", "ab", 1.5),
+    ],
+)
+def test_phonetic_distance(a: str, b: str, distance: float) -> None:
+    assert phonetic_distance(a, b) == distance
+    assert phonetic_distance(b, a) == distance
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> SoundLexicon:
+    words = ["tram", "wheelchair", "wifi", "cloakroom", "audio", "entrance fee", "shop", "stop", "floor"]
+    return SoundLexicon(words, espeak_phonemes(), known=STOP_WORDS | {"entrance", "reach"})
+
+
+@pytest.mark.parametrize(
+    ("heard", "meant"),
+    [
+        ("How do I reach you by Tran?", "How do I reach you by tram?"),
+        ("Can I borrow Wilcher?", "Can I borrow wheelchair?"),
+        ("Do you have wife I here?", "Do you have wifi here?"),  # two words heard for one
+        ("Is there a club room?", "Is there a cloakroom?"),
+        ("What's the entrance B?", "What's the entrance fee?"),  # a phrase replaces as many words
+        ("Which four is it on?", "Which floor is it on?"),
+    ],
+)
+def test_a_misheard_venue_word_is_proposed_first(lexicon: SoundLexicon, heard: str, meant: str) -> None:
+    assert lexicon.candidates(heard)[0].apply(heard) == meant
+
+
+def test_no_replacement_for_venue_words_stop_words_far_sounds_or_another_first_sound(lexicon: SoundLexicon) -> None:
+    assert lexicon.candidates("Where is the tram stop?") == []  # all the venue's own words
+    assert lexicon.candidates("Can you sing a song?") == []  # nothing sounds near
+    assert all(m.word != "audio" for m in lexicon.candidates("Tell me that Joe"))  # "Joe" ends like "audio"
+    assert all(m.word != "entrance fee" for m in lexicon.candidates("What's the B?"))  # one word for two
+    assert len(lexicon.candidates("stob stob stob stob stob stob stob", limit=3)) == 3
+
+
+def toy_phonemes(text: str) -> str:
+    """Spelling as sound: enough for the kiosk's rule, without espeak."""
+    return text.lower()
+
+
+def test_the_kiosk_takes_a_mend_only_when_it_makes_an_outright_answer_and_a_closer_meaning() -> None:
+    kiosk = Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE, embedder=ConceptEmbedder(), phonemize=toy_phonemes)
+    heard = "Is there a toylet?"  # no word of the knowledge, nothing in meaning: "I don't know" as heard
+    grounding = kiosk.ground(heard)
+    assert grounding.question == "Is there a toilet?"
+    assert grounding.direct == "On every floor."
+    assert kiosk.ground(heard) == grounding  # the decision is kept
+    # the same with the mend off, or without meaning to consent
+    plain = Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE, embedder=ConceptEmbedder())
+    assert plain.sounds is None and plain.ground(heard).question == heard and not plain.ground(heard).known
+    assert Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE, phonemize=toy_phonemes).sounds is None
+    # a question answered outright as heard is left alone
+    assert kiosk.ground("Can I take photos?").question == "Can I take photos?"
