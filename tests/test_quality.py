@@ -22,6 +22,11 @@ def test_words_compare_what_is_said_not_how_it_is_written() -> None:
     assert word_error_rate("Where is the whale skeleton?", "Where is the wail skeleton") == 0.2
     assert word_error_rate("Where is the cafe?", "") == 1.0
     assert corpus_wer([("one two three four", "one two three four"), ("five six", "five")]) == pytest.approx(1 / 6)
+    # a compound written in one word or two sounds the same, either way round; other words still count
+    assert word_error_rate("Ask at the cloakroom.", "Ask at the cloak room.") == 0.0
+    assert word_error_rate("Ask at the cloak room.", "Ask at the cloakroom.") == 0.0
+    assert word_error_rate("Ask at the cloakroom.", "Ask at the cloak rooms.") == 0.5
+    assert word_error_rate("the cloak and the room", "the cloakroom") == 0.8  # not next to each other: not split
 
 
 def test_facts_must_all_be_there_and_a_dont_know_is_no_fact() -> None:

@@ -10,7 +10,7 @@ from whisper_normalizer.english import EnglishSpellingNormalizer
 
 from edgevoice.speech_text import normalize_for_speech, split_sentences
 
-__all__ = ["has_fact", "has_markup", "is_dont_know", "sentence_count", "word_error_rate", "words"]
+__all__ = ["has_fact", "has_markup", "is_dont_know", "join_compounds", "sentence_count", "word_error_rate", "words"]
 
 _CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have", "'d": " would"}
 _SPELLINGS = {"wi fi": "wifi", "can not": "cannot"}
@@ -45,15 +45,37 @@ def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
     return row[-1]
 
 
+def join_compounds(ref: Sequence[str], hyp: Sequence[str]) -> list[str]:
+    """``hyp`` with two neighbours joined where ``ref`` has them as one word, and a word split where ``ref`` has
+    its two halves next to each other: "cloak room" and "cloakroom" sound the same (sclite's compound rule)."""
+    joined = {"".join(ref[i : i + 2]): ref[i : i + 2] for i in range(len(ref) - 1)}
+    singles = set(ref)
+    out: list[str] = []
+    i = 0
+    while i < len(hyp):
+        pair = "".join(hyp[i : i + 2])
+        if i + 1 < len(hyp) and pair in singles and hyp[i] not in singles:
+            out.append(pair)
+            i += 2
+            continue
+        out.extend(joined[hyp[i]] if hyp[i] in joined and hyp[i] not in singles else [hyp[i]])
+        i += 1
+    return out
+
+
 def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Levenshtein distance over :func:`words` divided by the reference's length (one utterance)."""
+    """Levenshtein distance over :func:`words` (compounds joined as the reference writes them) divided by the
+    reference's length (one utterance)."""
     ref = words(reference)
-    return edit_distance(ref, words(hypothesis)) / max(1, len(ref))
+    return edit_distance(ref, join_compounds(ref, words(hypothesis))) / max(1, len(ref))
 
 
 def corpus_wer(pairs: Sequence[tuple[str, str]]) -> float:
     """Word error rate over many utterances: all errors over all reference words."""
-    errors = sum(edit_distance(words(r), words(h)) for r, h in pairs)
+    errors = 0
+    for r, h in pairs:
+        ref = words(r)
+        errors += edit_distance(ref, join_compounds(ref, words(h)))
     return errors / max(1, sum(len(words(r)) for r, _ in pairs))
 
 
