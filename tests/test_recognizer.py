@@ -296,3 +296,11 @@ def test_a_repeated_sentence_is_collapsed_not_decoded_again() -> None:
     assert collapse_repeated_sentences("How much is it? How much is it?") == "How much is it?"
     assert collapse_repeated_sentences("Hello. How much is it? how much is it") == "Hello. How much is it?"
     assert collapse_repeated_sentences("Yes. No. Yes.") == "Yes. No. Yes."
+    # the same run of words twice, with no full stop between (a round trip of "five euros, starting at the main
+    # entrance." came back so); two words said twice may be meant ("thank you thank you")
+    doubled = "5 euros starting at the main entrance 5 euros starting at the main entrance."
+    assert looks_looped(doubled)
+    assert collapse_repeated_sentences(doubled) == "5 euros starting at the main entrance"
+    assert collapse_repeated_sentences("thank you thank you") == "thank you thank you"
+    assert not looks_looped("thank you thank you")
+    assert not looks_looped("the main entrance, the main entrance is open")

@@ -128,9 +128,10 @@ def phantom_reason(text: str, phrases: frozenset[str] = DEFAULT_PHANTOM_PHRASES,
 
 
 def looks_looped(text: str, repeats: int = 3, longest_unit: int = 8) -> bool:
-    """True if the decoder looks stuck: a sentence twice in a row, or 1..``longest_unit`` words ``repeats`` times."""
+    """True if the decoder looks stuck: a sentence twice in a row (with or without a full stop between: the whole
+    text one run of words said twice), or 1..``longest_unit`` words ``repeats`` times."""
     sentences = [s for s in (normalise(part) for part in _SENTENCE_END.split(text)) if s]
-    if any(a == b for a, b in itertools.pairwise(sentences)):
+    if any(a == b for a, b in itertools.pairwise(sentences)) or _said_twice(text) is not None:
         return True
     words = normalise(text).split()
     for size in range(1, longest_unit + 1):
@@ -149,7 +150,19 @@ def collapse_repeated_sentences(text: str) -> str:
     for part in parts:
         if not kept or normalise(part) != normalise(kept[-1]):
             kept.append(part)
-    return " ".join(kept)
+    collapsed = " ".join(kept)
+    return _said_twice(collapsed) or collapsed
+
+
+def _said_twice(text: str, shortest: int = 3) -> str | None:
+    """The first half of ``text`` when the whole of it is one run of at least ``shortest`` words said twice with no
+    full stop between ("5 euros starting at the main entrance 5 euros starting at the main entrance"), else None."""
+    tokens = text.split()
+    half = len(tokens) // 2
+    if len(tokens) % 2 or half < shortest:
+        return None
+    first, second = " ".join(tokens[:half]), " ".join(tokens[half:])
+    return first.rstrip(",;:") if normalise(first) == normalise(second) else None
 
 
 def audio_ctx_for(n_samples: int, n_audio_ctx: int = 1500, *, minimum: int = AUDIO_CTX_MIN) -> int:
