@@ -68,6 +68,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "concession",
     ),
     "senior": ("senior", "pensioner", "retired", "retiree", "elderly", "oap"),
+    "pass": ("pass", "season ticket"),
     "ticket": ("ticket", "admission", "entry", "entrance fee"),
     "hour": (
         "hour",
