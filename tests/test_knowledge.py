@@ -264,6 +264,7 @@ def test_terms_join_forms_and_synonyms() -> None:
     # a recognizer's spelling of a hyphenated word is the same concept
     assert terms("Is there step free access? Wi fi?") == terms("Is there step-free access? Wi-Fi?")
     assert terms("Can I get online? Where can I wash my hands?") == ["wifi", "toilet"]
+    assert terms("Is there a season ticket?") == terms("Is there an annual pass?")[1:] == ["pass"]
 
 
 def test_bm25_ranks_the_entry_that_answers() -> None:
