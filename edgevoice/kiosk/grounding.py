@@ -29,8 +29,8 @@
 * **Misheard venue words** (with semantic matching and a phonemizer; see :mod:`edgevoice.kiosk.sounds`): a
   question no entry answers outright is tried again with one or two of its words replaced by a venue word that
   sounds nearly the same ("how do I reach you by Tran?" as "... by tram?"). The replacement is kept only when it
-  makes the question one an entry answers outright and brings it clearly closer in meaning to the knowledge
-  (:data:`MEND_SIMILARITY_RISE`); the model and the reply check then see the mended question.
+  makes the question one an entry answers outright, brings it clearly closer in meaning to the knowledge
+  (:data:`MEND_SIMILARITY_RISE`) and brings only words that entry has; the visitor then hears that entry's answer.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -134,8 +134,8 @@ class Grounding:
     similarity: float | None = None
     """Semantic matching: the best entry's cosine similarity to the question (None: matched by words only)."""
     question: str = ""
-    """The question as grounded: the transcript, or the transcript with misheard venue words replaced (the model
-    and the reply check are given this one)."""
+    """The question as grounded: the transcript, or the transcript with misheard venue words replaced (then always
+    one an entry answers outright: :attr:`direct` is set)."""
 
 
 class Kiosk:

@@ -15,6 +15,7 @@ vowels and near consonants (voiced and voiceless pairs, nasals, liquids) cost ha
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -92,6 +93,7 @@ class SoundLexicon:
         self.max_distance = max_distance
         self._cache: OrderedDict[str, str] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()  # the kiosk grounds a question from the prefill's thread and the reply's
         self.words: dict[str, str] = {}
         for word in sorted({w.lower().strip() for w in words if w.strip()}):
             sound = self.sound(word)
@@ -101,13 +103,15 @@ class SoundLexicon:
 
     def sound(self, text: str) -> str:
         """The phonemes of ``text``, without stress, length marks or spaces (cached)."""
-        if (cached := self._cache.get(text)) is not None:
-            self._cache.move_to_end(text)
-            return cached
+        with self._lock:
+            if (cached := self._cache.get(text)) is not None:
+                self._cache.move_to_end(text)
+                return cached
         sound = _MARKS.sub("", self._phonemize(text))
-        self._cache[text] = sound
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[text] = sound
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return sound
 
     def candidates(self, text: str, limit: int = MEND_CANDIDATES) -> list[Mend]:
