@@ -55,7 +55,7 @@ from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
 from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
-from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS, BM25Index, Match, near, terms
+from edgevoice.kiosk.retrieval import BM25Index, Match, near, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 
@@ -199,7 +199,7 @@ class Kiosk:
         self.sounds: SoundLexicon | None = None
         """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
         if phonemize is not None and self.semantic is not None:
-            self.sounds = sound_lexicon(self.entries, phonemize)
+            self.sounds = SoundLexicon.from_entries(self.entries, phonemize)
         self._mends: OrderedDict[str, str | None] = OrderedDict()
         self._mends_lock = threading.Lock()
 
@@ -406,18 +406,6 @@ def _load_phonemizer() -> Phonemize | None:
     except (ImportError, OSError, RuntimeError) as exc:
         log.warning("misheard venue words are not mended (no phonemizer: %s)", exc)
         return None
-
-
-def sound_lexicon(entries: Sequence[Entry], phonemize: Phonemize) -> SoundLexicon:
-    """The venue's words to mend misheard ones with: the words of the knowledge and of the visitors' synonyms
-    (three letters or more, no stop words or numbers) and the synonyms' phrases."""
-    said: set[str] = set()
-    for entry in entries:
-        for text in (entry.question, entry.answer, *entry.keywords):
-            said.update(w.lower() for w in re.findall(r"[A-Za-z]+(?:['-][A-Za-z]+)*", text))
-    phrases = {w.lower() for words in SYNONYMS.values() for w in words}
-    words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
-    return SoundLexicon(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
 
 
 def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:

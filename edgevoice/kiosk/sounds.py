@@ -17,8 +17,14 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS
+
+if TYPE_CHECKING:
+    from edgevoice.kiosk.knowledge import Entry
 
 __all__ = ["Mend", "Phonemize", "SoundLexicon", "phonetic_distance"]
 
@@ -100,6 +106,18 @@ class SoundLexicon:
             if len(sound) >= 2:
                 self.words[word] = sound
         self.known = frozenset(w.lower() for w in known) | {w for phrase in self.words for w in phrase.split()}
+
+    @classmethod
+    def from_entries(cls, entries: Sequence[Entry], phonemize: Phonemize) -> SoundLexicon:
+        """The venue's words to mend misheard ones with: the words of the knowledge and of the visitors' synonyms
+        (three letters or more, no stop words or numbers) and the synonyms' phrases."""
+        said: set[str] = set()
+        for entry in entries:
+            for text in (entry.question, entry.answer, *entry.keywords):
+                said.update(w.lower() for w in re.findall(r"[A-Za-z]+(?:['-][A-Za-z]+)*", text))
+        phrases = {w.lower() for words in SYNONYMS.values() for w in words}
+        words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
+        return cls(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
 
     def sound(self, text: str) -> str:
         """The phonemes of ``text``, without stress, length marks or spaces (cached)."""
