@@ -60,6 +60,23 @@ def test_no_replacement_for_venue_words_stop_words_far_sounds_or_another_first_s
     assert len(lexicon.candidates("stob stob stob stob stob stob stob", limit=3)) == 3
 
 
+def test_the_first_mend_that_holds_is_taken_and_the_decision_is_cached(lexicon: SoundLexicon) -> None:
+    heard = "Which four is it on? Is there a club room?"
+    nearest = [m.apply(heard) for m in lexicon.candidates(heard)]
+    assert len(nearest) >= 2
+    asked: list[str] = []
+
+    def holds(text: str) -> bool:
+        asked.append(text)
+        return text == nearest[1]
+
+    assert lexicon.first_mend(heard, holds) == nearest[1]
+    assert asked == nearest[:2]  # nearest first, and no further once one holds
+    assert lexicon.first_mend(heard, holds) == nearest[1]
+    assert len(asked) == 2  # decided once
+    assert lexicon.first_mend("Where is the tram stop?", holds) is None  # nothing to mend
+
+
 def toy_phonemes(text: str) -> str:
     """Spelling as sound: enough for the kiosk's rule, without espeak."""
     return text.lower()

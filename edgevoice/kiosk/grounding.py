@@ -30,7 +30,8 @@
   question no entry answers outright is tried again with one or two of its words replaced by a venue word that
   sounds nearly the same ("how do I reach you by Tran?" as "... by tram?"). The replacement is kept only when it
   makes the question one an entry answers outright, brings it clearly closer in meaning to the knowledge
-  (:data:`MEND_SIMILARITY_RISE`) and brings only words that entry has; the visitor then hears that entry's answer.
+  (:data:`~edgevoice.kiosk.sounds.MEND_SIMILARITY_RISE`) and brings only words that entry has; the visitor then
+  hears that entry's answer.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -41,9 +42,7 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -53,11 +52,18 @@ import numpy as np
 from edgevoice.errors import ModelMissingError
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounded_model import GroundedModel
-from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
+from edgevoice.kiosk.knowledge import (
+    Entry,
+    compile_knowledge,
+    estimate_tokens,
+    example_turns,
+    parse_knowledge,
+    venue_vocabulary,
+)
 from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
 from edgevoice.kiosk.retrieval import BM25Index, Match, near, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
-from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
+from edgevoice.kiosk.sounds import MEND_SIMILARITY_RISE, Phonemize, SoundLexicon
 
 if TYPE_CHECKING:
     from edgevoice.config import Config
@@ -97,12 +103,6 @@ not say ("what species is the whale?", -0.25; "does the cafe have a terrace?" st
 the development questions this stops 12 of the 21 questions outside the knowledge that pass the gate, and 3 in
 it (6 before the venue vocabulary learnt "online", "wash hands" and "hungry"), which the 0.5B model got wrong
 anyway; the closest it lets through in the knowledge: -0.13."""
-MEND_SIMILARITY_RISE = 0.08
-"""A question with misheard words replaced (:mod:`edgevoice.kiosk.sounds`) is taken instead of the transcript only
-when an entry answers it outright and it is at least this much closer in meaning to the knowledge. On the spoken
-development questions: "can I borrow Wilcher?" 0.22 -> 0.57 as "wheelchair", "how do I reach you by Tran?" 0.46 ->
-0.56 as "tram"; turned down: "when does the next very lead?" 0.51 -> 0.56 as "leave", "when does the next fairy
-leave?" 0.42 -> 0.38 as "free" (both outside the knowledge)."""
 RANK_LEXICAL_WEIGHT = 0.25
 """Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
 near ties. By meaning the right entry ranks first for 59 of the 67 development questions in the knowledge, by
@@ -200,8 +200,6 @@ class Kiosk:
         """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
         if phonemize is not None and self.semantic is not None:
             self.sounds = SoundLexicon.from_entries(self.entries, phonemize)
-        self._mends: OrderedDict[str, str | None] = OrderedDict()
-        self._mends_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Config, *, embedder: Embedder | None = None) -> Kiosk:
@@ -246,31 +244,22 @@ class Kiosk:
         grounding = self._ground(question)
         if grounding.direct is not None or self.sounds is None or not grounding.entries:
             return grounding
-        with self._mends_lock:
-            seen = question in self._mends
-            mended = self._mends.get(question)
-        if seen:
-            return self._ground(mended) if mended is not None else grounding
-        mended, better = None, None
-        for mend in self.sounds.candidates(question):
-            text = mend.apply(question)
-            tried = self._ground(text)
-            rise = (tried.similarity or 0.0) - (grounding.similarity or 0.0)
-            if (
-                tried.direct is not None
-                and rise >= MEND_SIMILARITY_RISE
-                and self._answers_with(tried.direct, text, question)
-            ):
-                mended, better = text, tried
-                log.info(
-                    "heard %r, taken as %r (%s for %r)", question, text, mend.word, question[mend.start : mend.end]
-                )
-                break
-        with self._mends_lock:
-            self._mends[question] = mended
-            while len(self._mends) > 64:
-                self._mends.popitem(last=False)
-        return better or grounding
+        mended = self.sounds.first_mend(question, lambda text: self._mend_holds(text, question, grounding))
+        if mended is None:
+            return grounding
+        log.info("heard %r, taken as %r", question, mended)
+        return self._ground(mended)
+
+    def _mend_holds(self, mended: str, heard: str, grounding: Grounding) -> bool:
+        """A mend is taken when an entry then answers outright, the question comes clearly closer in meaning to the
+        knowledge (:data:`~edgevoice.kiosk.sounds.MEND_SIMILARITY_RISE`) and it brings only words that entry has."""
+        tried = self._ground(mended)
+        rise = (tried.similarity or 0.0) - (grounding.similarity or 0.0)
+        return (
+            tried.direct is not None
+            and rise >= MEND_SIMILARITY_RISE
+            and self._answers_with(tried.direct, mended, heard)
+        )
 
     def _answers_with(self, answer: str, mended: str, heard: str) -> bool:
         """Whether the entry that gives ``answer`` has the words the mend brought (a mend must be about the entry it
@@ -406,13 +395,3 @@ def _load_phonemizer() -> Phonemize | None:
     except (ImportError, OSError, RuntimeError) as exc:
         log.warning("misheard venue words are not mended (no phonemizer: %s)", exc)
         return None
-
-
-def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:
-    """``n`` example turns from the knowledge, spread over it: entries written as a question, answered with their
-    own answer (so a small model sees that a covered question is answered from the facts, not declined)."""
-    asked = [e for e in entries if e.question.endswith("?") and len(e.answer) <= 160]
-    if n <= 0 or not asked:
-        return []
-    step = len(asked) / min(n, len(asked))
-    return [(asked[int(i * step)].question, asked[int(i * step)].answer) for i in range(min(n, len(asked)))]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from edgevoice.errors import ConfigError
 
-__all__ = ["Entry", "compile_knowledge", "estimate_tokens", "parse_knowledge", "venue_vocabulary"]
+__all__ = ["Entry", "compile_knowledge", "estimate_tokens", "example_turns", "parse_knowledge", "venue_vocabulary"]
 
 CHARS_PER_TOKEN = 4.0
 """English text in the Qwen2.5 tokenizer: about four characters a token (measured 3.9-4.3 on the sample venue)."""
@@ -189,3 +189,13 @@ def venue_vocabulary(entries: Sequence[Entry], *, also: Sequence[str] = (), limi
             if words:
                 seen.setdefault(" ".join(words), None)
     return list(seen)[:limit]
+
+
+def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:
+    """``n`` example turns from the knowledge, spread over it: entries written as a question, answered with their
+    own answer (so a small model sees that a covered question is answered from the facts, not declined)."""
+    asked = [e for e in entries if e.question.endswith("?") and len(e.answer) <= 160]
+    if n <= 0 or not asked:
+        return []
+    step = len(asked) / min(n, len(asked))
+    return [(asked[int(i * step)].question, asked[int(i * step)].answer) for i in range(min(n, len(asked)))]

@@ -26,7 +26,7 @@ from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS
 if TYPE_CHECKING:
     from edgevoice.kiosk.knowledge import Entry
 
-__all__ = ["Mend", "Phonemize", "SoundLexicon", "phonetic_distance"]
+__all__ = ["MEND_SIMILARITY_RISE", "Mend", "Phonemize", "SoundLexicon", "phonetic_distance"]
 
 Phonemize = Callable[[str], str]
 """Text to its phonemes (IPA, stress and length marks left in or not)."""
@@ -37,6 +37,12 @@ MEND_DISTANCE = 0.34
 turn that one down)."""
 MEND_CANDIDATES = 6
 """At most this many replacements, the nearest first, are tried for one transcript."""
+MEND_SIMILARITY_RISE = 0.08
+"""A question with misheard words replaced (:mod:`edgevoice.kiosk.sounds`) is taken instead of the transcript only
+when an entry answers it outright and it is at least this much closer in meaning to the knowledge. On the spoken
+development questions: "can I borrow Wilcher?" 0.22 -> 0.57 as "wheelchair", "how do I reach you by Tran?" 0.46 ->
+0.56 as "tram"; turned down: "when does the next very lead?" 0.51 -> 0.56 as "leave", "when does the next fairy
+leave?" 0.42 -> 0.38 as "free" (both outside the knowledge)."""
 
 _MARKS = re.compile("[ˈˌːˑ‿\\s\u0329-]")
 _VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")
@@ -98,6 +104,7 @@ class SoundLexicon:
         self._phonemize = phonemize
         self.max_distance = max_distance
         self._cache: OrderedDict[str, str] = OrderedDict()
+        self._chosen: OrderedDict[str, str | None] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()  # the kiosk grounds a question from the prefill's thread and the reply's
         self.words: dict[str, str] = {}
@@ -160,3 +167,22 @@ class SoundLexicon:
                         out.append(Mend(distance, piece[0].start(), piece[-1].end(), word))
         out.sort(key=lambda m: (m.distance, m.start, m.word))
         return out[:limit]
+
+    def first_mend(self, text: str, holds: Callable[[str], bool]) -> str | None:
+        """``text`` with the first of its :meth:`candidates`, nearest first, for which ``holds`` (given the mended
+        text) is true; None: none holds. The decision is cached per text (``holds`` must depend on the text
+        alone)."""
+        with self._lock:
+            if text in self._chosen:
+                self._chosen.move_to_end(text)
+                return self._chosen[text]
+        chosen = None
+        for mend in self.candidates(text):
+            if holds(mended := mend.apply(text)):
+                chosen = mended
+                break
+        with self._lock:
+            self._chosen[text] = chosen
+            while len(self._chosen) > self._cache_size:
+                self._chosen.popitem(last=False)
+        return chosen
