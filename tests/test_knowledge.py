@@ -522,10 +522,10 @@ def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_ent
 
 
 def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk) -> None:
-    assert kiosk.echoes("Yes, the museum is open late on any day.", "Are you open late on any day?")
-    assert kiosk.echoes("Yes, photographs are permitted.", "Is photography permitted?")  # near spellings count
-    assert not kiosk.echoes("It is open until 9 pm on Thursdays.", "Are you open late on any day?")
-    assert not kiosk.echoes(DONT_KNOW, "Are you open late on any day?")  # a refusal says nothing: not an echo
+    assert kiosk.check.echoes("Yes, the museum is open late on any day.", "Are you open late on any day?")
+    assert kiosk.check.echoes("Yes, photographs are permitted.", "Is photography permitted?")  # near spellings count
+    assert not kiosk.check.echoes("It is open until 9 pm on Thursdays.", "Are you open late on any day?")
+    assert not kiosk.check.echoes(DONT_KNOW, "Are you open late on any day?")  # a refusal says nothing: not an echo
 
 
 def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
@@ -546,7 +546,7 @@ def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
     ],
 )
 def test_reply_support(kiosk: Kiosk, question: str, reply: str, supported: bool) -> None:
-    assert kiosk.supported(reply, question) is supported, kiosk.unsupported(reply, question)
+    assert kiosk.check.supported(reply, question) is supported, kiosk.check.unsupported(reply, question)
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,10 @@ def test_the_gate_stops_unrelated_questions_and_near_misses(semantic: Kiosk, wor
     assert {q.id for q in DEV_OUT if semantic.ground(q.text).known} == {"d-lighthouse", "d-tokyo"}
     stopped = {q.id for q in DEV_OUT_3 if not semantic.ground(q.text).known}
     assert {"d-translate", "d-wedding", "d-prayer", "d-quiet", "d-math", "d-species", "d-family"} <= stopped
-    assert len(stopped) == 13
+    # asking a price or a number their entry does not give (edgevoice/kiosk/answer_types.py); the model got both
+    # wrong ("the cafe costs 40 euros", "there are 4 lockers")
+    assert {"d-coffee-price", "d-locker-count"} <= stopped
+    assert len(stopped) == 15
     assert words.ground("What is two plus two?").known  # "two" is in the knowledge; nothing else is
 
 

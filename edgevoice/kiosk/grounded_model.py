@@ -92,12 +92,12 @@ class GroundedModel:
                 yield ""
                 while (end := _SENTENCE_END.search(pending)) is not None:
                     sentence, pending = pending[: end.end()], pending[end.end() :]
-                    if not self.kiosk.supported(spoken + sentence, question):
+                    if not self.kiosk.check.supported(spoken + sentence, question):
                         self.last_verdict = "unsupported"
                         if not spoken:
                             yield DONT_KNOW
                         return
-                    if not spoken and self.kiosk.echoes(sentence, question) and grounding.entries:
+                    if not spoken and self.kiosk.check.echoes(sentence, question) and grounding.entries:
                         self.last_verdict = "echo"
                         yield grounding.entries[0].answer
                         return
@@ -109,7 +109,7 @@ class GroundedModel:
         finally:
             stream.close()
         if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
-            if self.kiosk.supported(spoken + pending, question):
+            if self.kiosk.check.supported(spoken + pending, question):
                 yield pending
                 spoken += pending
             else:
@@ -156,7 +156,7 @@ class GroundedModel:
         """The refusal that sends the visitor to ``place`` ("the cloakroom on the ground floor."): "Please ask at"
         that place when the best-matching entry's answer names it, else the plain refusal."""
         best = grounding.entries[0] if grounding is not None and grounding.entries else None
-        if best is None or not self.kiosk.names_only(place, best.answer):
+        if best is None or not self.kiosk.check.names_only(place, best.answer):
             return DONT_KNOW
         place = place.strip()
         return f"Please ask at {place}" if place.endswith((".", "!", "?")) else f"Please ask at {place}."
