@@ -167,7 +167,7 @@ def _time(m: re.Match[str]) -> str:
     spoken = _words(hour)
     if minute and minute != "00":
         spoken += " " + (f"oh {_words(minute)}" if minute.startswith("0") else _words(minute))
-    return f"{spoken} {'a m' if half == 'am' else 'p m'}"
+    return f"{spoken} {'AM' if half == 'am' else 'PM'}"  # capitals: espeak spells them ("a m" is read as "uh em")
 
 
 def _clock(m: re.Match[str]) -> str:

@@ -9,8 +9,8 @@ from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
         ("Tickets cost €14.", "Tickets cost fourteen euros."),
         ("It is 9.50€ for students.", "It is nine euros fifty for students."),
         ("Only $1 today.", "Only one dollar today."),
-        ("Open 10 am to 6 pm.", "Open ten a m to six p m."),
-        ("Until 9:30 pm on Thu.", "Until nine thirty p m on Thursday."),
+        ("Open 10 am to 6 pm.", "Open ten AM to six PM."),  # capitals: spelled, not "uh em"
+        ("Until 9:30 pm on Thu.", "Until nine thirty PM on Thursday."),
         ("Tours at 14:00 and 15:05.", "Tours at fourteen o'clock and fifteen oh five."),
         ("The hall is 25 m long.", "The hall is twenty five metres long."),
         ("It is 3.5 km away.", "It is three point five kilometres away."),
@@ -21,7 +21,7 @@ from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
         ("Room 7, e.g. the map room.", "Room seven, for example the map room."),
         ("Bread & butter.", "Bread and butter."),
         # ranges, days and dates
-        ("Open 10am-6pm.", "Open ten a m to six p m."),
+        ("Open 10am-6pm.", "Open ten AM to six PM."),
         ("Open 10:00-18:00 Tue-Sun.", "Open ten o'clock to eighteen o'clock Tuesday to Sunday."),
         ("Children aged 6–12.", "Children aged six to twelve."),
         ("From the 1st-3rd floor.", "From the first to third floor."),

@@ -13,7 +13,7 @@ from edgevoice.speech_text import normalize_for_speech, split_sentences
 __all__ = ["has_fact", "has_markup", "is_dont_know", "join_compounds", "sentence_count", "word_error_rate", "words"]
 
 _CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have", "'d": " would"}
-_SPELLINGS = {"wi fi": "wifi", "can not": "cannot"}
+_SPELLINGS = {"wi fi": "wifi", "can not": "cannot", "a m": "am", "p m": "pm"}
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
 
