@@ -171,10 +171,16 @@ def _time(m: re.Match[str]) -> str:
 
 
 def _clock(m: re.Match[str]) -> str:
-    hour, minute = m.group(1), m.group(2)
+    """A 24-hour time as a person says it: "14:00" is "two PM" (not "fourteen o'clock"), "9:30" "nine thirty"."""
+    hour, minute = int(m.group(1)), m.group(2)
+    half = ""
+    if 13 <= hour <= 23 and int(minute) < 60:
+        hour, half = hour - 12, " PM"
+    elif hour == 0 and int(minute) < 60:
+        hour, half = 12, " AM"
     if minute == "00":
-        return f"{_words(hour)} o'clock"
-    return f"{_words(hour)} {'oh ' + _words(minute) if minute.startswith('0') else _words(minute)}"
+        return _words(str(hour)) + (half or " o'clock")
+    return f"{_words(str(hour))} {'oh ' + _words(minute) if minute.startswith('0') else _words(minute)}{half}"
 
 
 def _unit(m: re.Match[str]) -> str:

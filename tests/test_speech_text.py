@@ -11,7 +11,7 @@ from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
         ("Only $1 today.", "Only one dollar today."),
         ("Open 10 am to 6 pm.", "Open ten AM to six PM."),  # capitals: spelled, not "uh em"
         ("Until 9:30 pm on Thu.", "Until nine thirty PM on Thursday."),
-        ("Tours at 14:00 and 15:05.", "Tours at fourteen o'clock and fifteen oh five."),
+        ("Tours at 14:00 and 15:05.", "Tours at two PM and three oh five PM."),  # as people say them
         ("The hall is 25 m long.", "The hall is twenty five metres long."),
         ("It is 3.5 km away.", "It is three point five kilometres away."),
         ("About 21°C inside.", "About twenty one degrees Celsius inside."),
@@ -22,7 +22,8 @@ from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
         ("Bread & butter.", "Bread and butter."),
         # ranges, days and dates
         ("Open 10am-6pm.", "Open ten AM to six PM."),
-        ("Open 10:00-18:00 Tue-Sun.", "Open ten o'clock to eighteen o'clock Tuesday to Sunday."),
+        ("Open 10:00-18:00 Tue-Sun.", "Open ten o'clock to six PM Tuesday to Sunday."),
+        ("Last entry 00:30, doors 12:00.", "Last entry twelve thirty AM, doors twelve o'clock."),
         ("Children aged 6–12.", "Children aged six to twelve."),
         ("From the 1st-3rd floor.", "From the first to third floor."),
         ("Until March 30.", "Until March thirtieth."),
