@@ -131,7 +131,9 @@ def test_quality_benchmark_on_a_few_questions(store) -> None:  # type: ignore[no
 
     by_id = {q.id: q for q in IN_KNOWLEDGE + OUT_OF_KNOWLEDGE}
     questions = tuple(by_id[i] for i in ("adult-price", "whale-floor", "football", "capital"))
-    options = QualityOptions(questions=questions, voices=VOICES[:1], conditions=(None, 10.0), compare_prompt=False)
+    options = QualityOptions(
+        questions=questions, voices=VOICES[:1], conditions=(None, 10.0), compare_prompt=False, round_trip_draws=3
+    )
     options = options.defaults_only(Config())
     report = run_quality(Config(), store, options)
 
@@ -148,6 +150,8 @@ def test_quality_benchmark_on_a_few_questions(store) -> None:  # type: ignore[no
     assert 3 <= answers["reply_words_mean"] <= 40
     (round_trip,) = report["round_trip"]
     assert round_trip["replies"] >= 2 and round_trip["draws"] == 3 and round_trip["wer_percent"] <= 25.0, round_trip
+    per_draw = round_trip["draw_wer_percent"]  # each rendering's WER; the overall one lies within them
+    assert len(per_draw) == 3 and min(per_draw) - 0.01 <= round_trip["wer_percent"] <= max(per_draw) + 0.01
     on, off = report["phantoms"]
     assert (on["setup"], off["setup"]) == ("filters on", "filters off")
     assert len(on["with_text"]) <= len(off["with_text"])

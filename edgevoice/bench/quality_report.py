@@ -58,7 +58,7 @@ def format_quality(report: dict[str, Any]) -> str:
     for row in report["round_trip"]:
         lines.append(
             f"  {row['recognizer']:<28} {row['replies']:>4} replies x {row.get('draws', 1)} renderings  "
-            f"WER {_f(row['wer_percent'], '%')}"
+            f"WER {_f(row['wer_percent'], '%')}" + _spread(row.get("draw_wer_percent", []))
         )
     if "phantoms" in report:
         lines += ["", "Phantoms (clips without speech straight into the recognizer, venue prompt on)"]
@@ -93,3 +93,10 @@ def targets(report: dict[str, Any]) -> list[str]:
 
 def _met(ok: bool) -> str:
     return "met" if ok else "NOT MET"
+
+
+def _spread(per_draw: list[float]) -> str:
+    """The range over single renderings, so a reader sees how far one rendering is from the mean."""
+    if len(per_draw) < 2:
+        return ""
+    return f" (one rendering each: {min(per_draw):.1f} to {max(per_draw):.1f} %)"
