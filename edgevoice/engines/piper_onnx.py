@@ -8,6 +8,7 @@ bundles are GPL-3.0-or-later.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,24 @@ from edgevoice.errors import ModelFormatError, ModelMissingError, SynthesizerErr
 from edgevoice.interfaces import FloatAudio
 
 _ESPEAK_LOCK = threading.Lock()  # the espeak-ng bridge is a process-wide singleton
+
+_TEEN_STRESS = {
+    "θˈɜːtiːn": "θˌɜːtˈiːn",
+    "fˈɔːɹtiːn": "fˌɔːɹtˈiːn",
+    "fˈɪftiːn": "fˌɪftˈiːn",
+    "sˈɪkstiːn": "sˌɪkstˈiːn",
+    "ˈeɪtiːn": "ˌeɪtˈiːn",
+    "nˈaɪntiːn": "nˌaɪntˈiːn",
+}
+_TEEN = re.compile(r"(?<![^\s,.;:!?—-])(" + "|".join(_TEEN_STRESS) + r")(?![^\s,.;:!?—-])")
+
+
+def stress_teens(phonemes: str) -> str:
+    """Thirteen to nineteen stressed on "-teen", as dictionaries give them (/ˌfɔːrˈtiːn/): espeak-ng's English
+    stresses their first syllable, as in "forty", and tiny.en heard the kiosk's "adults fourteen euros" as "for in
+    euros" or "40 euros" in 25 % of renderings, 6 % with the stress moved (12 renderings each). Only the number
+    words change ("protein" keeps its stress); seventeen is already stressed on "-teen" by espeak."""
+    return _TEEN.sub(lambda m: _TEEN_STRESS[m.group(1)], phonemes)
 
 
 def espeak_phonemes(voice: str = "en-us") -> Callable[[str], str]:
@@ -86,9 +105,12 @@ class PiperSynthesizer:
             return EspeakPhonemizer()
 
     def phonemize(self, text: str) -> list[list[str]]:
-        """Phonemes grouped by sentence."""
+        """Phonemes grouped by sentence (English: with :func:`stress_teens`)."""
         with _ESPEAK_LOCK:
-            return self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined]
+            sentences: list[list[str]] = self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined]
+        if not self._config.espeak_voice.startswith("en"):
+            return sentences
+        return [list(stress_teens("".join(s))) for s in sentences]
 
     def synthesize(self, text: str) -> Iterator[FloatAudio]:
         """Yield float32 audio one sentence at a time, each as soon as it is computed."""
