@@ -21,23 +21,32 @@ from edgevoice.interfaces import FloatAudio
 
 _ESPEAK_LOCK = threading.Lock()  # the espeak-ng bridge is a process-wide singleton
 
-_TEEN_STRESS = {
+_PRONUNCIATION = {
+    # thirteen to nineteen: stressed on "-teen" (seventeen already is)
     "θˈɜːtiːn": "θˌɜːtˈiːn",
     "fˈɔːɹtiːn": "fˌɔːɹtˈiːn",
     "fˈɪftiːn": "fˌɪftˈiːn",
     "sˈɪkstiːn": "sˌɪkstˈiːn",
     "ˈeɪtiːn": "ˌeɪtˈiːn",
     "nˈaɪntiːn": "nˌaɪntˈiːn",
+    # euro, euros: one r
+    "jˈʊɹɹoʊ": "jˈʊɹoʊ",
+    "jˈʊɹɹoʊz": "jˈʊɹoʊz",
 }
-_TEEN = re.compile(r"(?<![^\s,.;:!?—-])(" + "|".join(_TEEN_STRESS) + r")(?![^\s,.;:!?—-])")
+_WORD_SOUND = re.compile(r"(?<![^\s,.;:!?—-])(" + "|".join(_PRONUNCIATION) + r")(?![^\s,.;:!?—-])")
 
 
-def stress_teens(phonemes: str) -> str:
-    """Thirteen to nineteen stressed on "-teen", as dictionaries give them (/ˌfɔːrˈtiːn/): espeak-ng's English
-    stresses their first syllable, as in "forty", and tiny.en heard the kiosk's "adults fourteen euros" as "for in
-    euros" or "40 euros" in 25 % of renderings, 6 % with the stress moved (12 renderings each). Only the number
-    words change ("protein" keeps its stress); seventeen is already stressed on "-teen" by espeak."""
-    return _TEEN.sub(lambda m: _TEEN_STRESS[m.group(1)], phonemes)
+def fix_pronunciation(phonemes: str) -> str:
+    """espeak-ng's English phonemes with a few words said as dictionaries give them, where the kiosk's voice was
+    misheard for it (renderings of the kiosk's own replies through tiny.en, 12 each):
+
+    * thirteen to nineteen stressed on "-teen" (/ˌfɔːrˈtiːn/): espeak stresses their first syllable, as in
+      "forty"; "adults fourteen euros" was heard as "for in euros" or "40 euros" in 25 % of renderings, 6 % after;
+    * "euro(s)" with one r (/ˈjʊroʊz/, espeak doubles it): "five euros" misheard ("five year olds") 42 -> 25 %,
+      "nine euros" 20 -> 3 %.
+
+    Only whole words change ("protein" and "Europe" keep espeak's sounds)."""
+    return _WORD_SOUND.sub(lambda m: _PRONUNCIATION[m.group(1)], phonemes)
 
 
 def espeak_phonemes(voice: str = "en-us") -> Callable[[str], str]:
@@ -105,12 +114,12 @@ class PiperSynthesizer:
             return EspeakPhonemizer()
 
     def phonemize(self, text: str) -> list[list[str]]:
-        """Phonemes grouped by sentence (English: with :func:`stress_teens`)."""
+        """Phonemes grouped by sentence (English: with :func:`fix_pronunciation`)."""
         with _ESPEAK_LOCK:
             sentences: list[list[str]] = self._phonemizer.phonemize(self._config.espeak_voice, text)  # type: ignore[attr-defined]
         if not self._config.espeak_voice.startswith("en"):
             return sentences
-        return [list(stress_teens("".join(s))) for s in sentences]
+        return [list(fix_pronunciation("".join(s))) for s in sentences]
 
     def synthesize(self, text: str) -> Iterator[FloatAudio]:
         """Yield float32 audio one sentence at a time, each as soon as it is computed."""
