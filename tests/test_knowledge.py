@@ -294,13 +294,13 @@ def test_gate_lets_questions_about_the_venue_through(kiosk: Kiosk, question: Que
 
 DEV_NEAR = {
     "d-lighthouse",
-    "d-discover",
     "d-wifi-speed",
     "d-cafe-discount",
     "d-tokyo",
     "d-visitors",
 }
-"""Outside the knowledge, but sharing a name or topic with it: the gate lets them through, the model declines."""
+"""Outside the knowledge, but sharing a name or topic with it: the gate lets them through, the model declines.
+("Who discovered the shipwreck?" was one; it asks a person, which no entry names, and the gate stops it now.)"""
 
 
 @pytest.mark.parametrize("question", [q for q in DEV_OUT if q.id not in DEV_NEAR], ids=lambda q: q.id)

@@ -26,8 +26,8 @@
   "where is the whale skeleton?"), but further from the entry's answer than the entry's own question is: a question
   that is clearly closest to one entry, and at least as close to its answer as that entry's question, gets the
   answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`); the rest go to the model and its reply check. A question
-  that asks for a price, a number, a duration or a time its best entry does not give is a near miss too
-  (:mod:`edgevoice.kiosk.answer_types`: "how much is a coffee in the cafe?").
+  that asks for a price, a number, a duration, a time or a person its best entry does not give is a near miss too
+  (:mod:`edgevoice.kiosk.answer_types`: "how much is a coffee in the cafe?", "who discovered the wreck?").
 * **Misheard venue words** (with semantic matching and a phonemizer; see :mod:`edgevoice.kiosk.sounds`): a
   question no entry answers outright is tried again with one or two of its words replaced by a venue word that
   sounds nearly the same ("how do I reach you by Tran?" as "... by tram?"). The replacement is kept only when it
@@ -272,8 +272,8 @@ class Kiosk:
         if self.semantic is None:
             known = small_talk or coverage >= self.grounding_threshold
             direct = None if small_talk else self._direct(question, matches)
-            if entries and self.grounding_threshold > 0.0 and lacks_asked(question, entries[0].answer):
-                known, direct = False, None  # asks a price, a number, a time its best entry does not give
+            if entries and self._lacks_asked(question, entries[0]):
+                known, direct = False, None
             return Grounding(known, coverage, entries, direct, None, question)
         similarity, relevance = self.semantic.similarities(question)
         covered = np.zeros(len(self.entries), dtype=np.float32)
@@ -289,9 +289,15 @@ class Kiosk:
         direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
         if direct is None and self.grounding_threshold > 0.0 and relevance[order[0]] < SEMANTIC_UNANSWERED:
             known = False  # a near miss: about an entry's subject, but not what its answer says
-        if self.grounding_threshold > 0.0 and lacks_asked(question, self.entries[order[0]].answer):
-            known, direct = False, None  # asks a price, a number, a time its best entry does not give
+        if self._lacks_asked(question, self.entries[order[0]]):
+            known, direct = False, None
         return Grounding(known, coverage, entries, direct if known else None, best, question)
+
+    def _lacks_asked(self, question: str, entry: Entry) -> bool:
+        """The question asks a price, a number, a duration, a time or a person that its best entry does not give
+        (:mod:`edgevoice.kiosk.answer_types`): a near miss, whatever the words and the meaning say. Off with the
+        gate."""
+        return self.grounding_threshold > 0.0 and lacks_asked(question, entry.answer, entry.question)
 
     def _said_in(self, question: str, entry: Entry) -> bool:
         """Every word of the question (but the persona's) is in the entry as said: no near spellings."""
