@@ -521,6 +521,34 @@ def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_ent
     assert informed.last_verdict == "model"
 
 
+def test_a_streamed_reply_that_says_the_visitors_words_back_gives_way_to_the_best_entrys_answer(kiosk: Kiosk) -> None:
+    # "do children have to pay?" heard as a statement at 10 dB; fully covered, so the reply streams unchecked
+    heard = "Each children have to pay."
+    assert kiosk.ground(heard).coverage >= kiosk.verify_below
+    grounded = kiosk.grounded(WordByWordLlm("Each children have to pay. Enjoy your visit."))
+    pieces = _spoken(grounded, heard, kiosk.prefix)
+    assert pieces == [kiosk.ground(heard).entries[0].answer]  # the tickets entry: "... children under 12 free ..."
+    assert grounded.last_verdict == "echo"
+    cut = kiosk.grounded(WordByWordLlm("Each children have to"))  # the reply ended inside the echo
+    assert _spoken(cut, heard, kiosk.prefix) == pieces and cut.last_verdict == "echo"
+
+
+def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kiosk: Kiosk) -> None:
+    question = "Do children have to pay?"
+    llm = WordByWordLlm("No, children under 12 are free.")
+    grounded = kiosk.grounded(llm)
+    stream = grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40)
+    assert next(stream) == "No," and llm.given == 1  # an answer streams from its first word
+    assert "".join(["No,", *stream]) == "No, children under 12 are free." and grounded.last_verdict == "model"
+    # a reply that begins like the question and goes on otherwise is held for those words, then passes unchanged
+    going_on = kiosk.grounded(WordByWordLlm("Do children pay? No, children under 12 are free."))
+    assert "".join(_spoken(going_on, question, kiosk.prefix)) == "Do children pay? No, children under 12 are free."
+    # small talk is said back, and that is no echo
+    greeting = kiosk.grounded(WordByWordLlm("Hello! How can I help you?"))
+    assert "".join(_spoken(greeting, "Hello!", kiosk.prefix)) == "Hello! How can I help you?"
+    assert greeting.last_verdict == "model"
+
+
 def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk) -> None:
     assert kiosk.check.echoes("Yes, the museum is open late on any day.", "Are you open late on any day?")
     assert kiosk.check.echoes("Yes, photographs are permitted.", "Is photography permitted?")  # near spellings count

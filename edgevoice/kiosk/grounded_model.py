@@ -11,7 +11,11 @@ Two mistakes of a small model are mended on the way out:
   invented fact.
 * **An echo** (checked replies): a first sentence that says nothing the question did not ("Is photography
   permitted?" "Yes, photography is permitted.") asserts without a fact behind it. The best-matching entry's answer,
-  as the operator wrote it, is spoken instead ("Yes, without flash.").
+  as the operator wrote it, is spoken instead ("Yes, without flash."). Any reply, checked or not, whose first
+  sentence is the visitor's own words said back ("Each children have to pay.", for "do children have to pay?"
+  misheard as a statement) is an echo too. It is held only while its words are the start of the question's, which
+  an answer's hardly ever are (none of the 0.5B's replies to the spoken development questions began with the
+  question's first word), so no other reply waits for it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ _DECLINE = DONT_KNOW.removesuffix("the desk.")
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower().replace("’", "'")))
 
 
 class GroundedModel:
@@ -76,6 +85,7 @@ class GroundedModel:
             return
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
         if grounding is None or grounding.coverage >= self.kiosk.verify_below:
+            stream = self._drop_repeat(stream, messages[-1].content, grounding)
             try:
                 yield from stream
             finally:
@@ -146,6 +156,39 @@ class GroundedModel:
                 return
             if held:
                 yield held
+            yield from stream
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def _drop_repeat(
+        self, stream: Iterator[str], question: str, grounding: Grounding | None
+    ) -> Generator[str, None, None]:
+        """``stream``, unless its first sentence is the visitor's own words said back: then the best-matching entry's
+        answer (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one). Pieces are held (an empty piece goes out for
+        each) only while the reply's words are the start of the question's; small talk is never held."""
+        said = _words(question)
+        if self.kiosk.small_talk(question):
+            said = ""  # "Hello!" "Hello! How can I help?": a greeting is said back, not an echo
+        held = ""
+        try:
+            for piece in stream:
+                held += piece
+                if not said.startswith(_words(held)):
+                    break  # an answer: from here on it streams
+                if _SENTENCE_END.search(held) is None:
+                    yield ""
+                    continue
+                self.last_verdict = "echo"
+                yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                return
+            else:  # the stream ended while held
+                if _words(held):
+                    self.last_verdict = "echo"
+                    yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                return
+            yield held
             yield from stream
         finally:
             close = getattr(stream, "close", None)

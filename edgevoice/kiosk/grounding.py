@@ -267,7 +267,7 @@ class Kiosk:
         """:meth:`ground` of the question as it stands."""
         matches = self.index.search(question, self.retrieve_entries, neutral=self._persona_terms)
         entries = tuple(self.entries[m.index] for m in matches)
-        small_talk = not set(terms(question)) - self._persona_terms  # "hello", "thank you": nothing to look up
+        small_talk = self.small_talk(question)
         coverage = 1.0 if small_talk else max((m.coverage for m in matches), default=0.0)
         if self.semantic is None:
             known = small_talk or coverage >= self.grounding_threshold
@@ -292,6 +292,10 @@ class Kiosk:
         if self._lacks_asked(question, self.entries[order[0]]):
             known, direct = False, None
         return Grounding(known, coverage, entries, direct if known else None, best, question)
+
+    def small_talk(self, question: str) -> bool:
+        """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""
+        return not set(terms(question)) - self._persona_terms
 
     def _lacks_asked(self, question: str, entry: Entry) -> bool:
         """The question asks a price, a number, a duration, a time or a person that its best entry does not give
