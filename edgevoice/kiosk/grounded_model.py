@@ -14,8 +14,8 @@ Two mistakes of a small model are mended on the way out:
   as the operator wrote it, is spoken instead ("Yes, without flash."). Any reply, checked or not, whose first
   sentence is the visitor's own words said back ("Each children have to pay.", for "do children have to pay?"
   misheard as a statement) is an echo too. It is held only while its words are the start of the question's, which
-  an answer's hardly ever are (none of the 0.5B's replies to the spoken development questions began with the
-  question's first word), so no other reply waits for it.
+  an answer's hardly ever are (none of the 209 replies the 0.5B generated for the development questions, written
+  and spoken, began with the question's first word), so no other reply waits for it.
 """
 
 from __future__ import annotations
