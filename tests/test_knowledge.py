@@ -543,6 +543,11 @@ def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kios
     # a reply that begins like the question and goes on otherwise is held for those words, then passes unchanged
     going_on = kiosk.grounded(WordByWordLlm("Do children pay? No, children under 12 are free."))
     assert "".join(_spoken(going_on, question, kiosk.prefix)) == "Do children pay? No, children under 12 are free."
+    # a whole sentence that only begins like the question's first word is its own ("yes" is not "yesterday")
+    yes = kiosk.grounded(WordByWordLlm("Yes. The cloakroom keeps lost things."))
+    said = "Yesterday I lost my umbrella."
+    assert "".join(_spoken(yes, said, kiosk.prefix)) == "Yes. The cloakroom keeps lost things."
+    assert "".join(_spoken(kiosk.grounded(WordByWordLlm("Yes")), said, kiosk.prefix)) == "Yes"
     # small talk is said back, and that is no echo
     greeting = kiosk.grounded(WordByWordLlm("Hello! How can I help you?"))
     assert "".join(_spoken(greeting, "Hello!", kiosk.prefix)) == "Hello! How can I help you?"

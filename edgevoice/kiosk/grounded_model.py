@@ -47,6 +47,11 @@ def _words(text: str) -> str:
     return " ".join(_WORD.findall(text.lower().replace("’", "'")))
 
 
+def _whole_words_begin(text: str, start: str) -> bool:
+    """``start`` is ``text``'s first words, whole ("yes" does not begin "yesterday I lost ...")."""
+    return text == start or text.startswith(start + " ")
+
+
 class GroundedModel:
     """A :class:`~edgevoice.interfaces.LanguageModel` that consults the :class:`Kiosk` before the model answers.
 
@@ -180,13 +185,17 @@ class GroundedModel:
                 if _SENTENCE_END.search(held) is None:
                     yield ""
                     continue
-                self.last_verdict = "echo"
-                yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
-                return
-            else:  # the stream ended while held
-                if _words(held):
+                if _whole_words_begin(said, _words(held)):
                     self.last_verdict = "echo"
                     yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                    return
+                break  # "Yes." to "yesterday I lost ...": a sentence of its own
+            else:  # the stream ended while held
+                if _words(held) and _whole_words_begin(said, _words(held)):
+                    self.last_verdict = "echo"
+                    yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                elif held:
+                    yield held
                 return
             yield held
             yield from stream
