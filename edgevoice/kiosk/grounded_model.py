@@ -47,6 +47,13 @@ def _words(text: str) -> str:
     return " ".join(_WORD.findall(text.lower().replace("’", "'")))
 
 
+def _close(stream: Iterator[str]) -> None:
+    """Close a reply stream that has a ``close`` (a generator), in this thread, when its consumer is done with it."""
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+
+
 def _whole_words_begin(text: str, start: str) -> bool:
     """``start`` is ``text``'s first words, whole ("yes" does not begin "yesterday I lost ...")."""
     return text == start or text.startswith(start + " ")
@@ -113,8 +120,7 @@ class GroundedModel:
                             yield DONT_KNOW
                         return
                     if not spoken and self.kiosk.check.echoes(sentence, question) and grounding.entries:
-                        self.last_verdict = "echo"
-                        yield grounding.entries[0].answer
+                        yield self._instead_of_echo(grounding)
                         return
                     spoken += sentence
                     sentences += 1
@@ -163,9 +169,7 @@ class GroundedModel:
                 yield held
             yield from stream
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            _close(stream)
 
     def _drop_repeat(
         self, stream: Iterator[str], question: str, grounding: Grounding | None
@@ -186,23 +190,25 @@ class GroundedModel:
                     yield ""
                     continue
                 if _whole_words_begin(said, _words(held)):
-                    self.last_verdict = "echo"
-                    yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                    yield self._instead_of_echo(grounding)
                     return
                 break  # "Yes." to "yesterday I lost ...": a sentence of its own
             else:  # the stream ended while held
                 if _words(held) and _whole_words_begin(said, _words(held)):
-                    self.last_verdict = "echo"
-                    yield grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+                    yield self._instead_of_echo(grounding)
                 elif held:
                     yield held
                 return
             yield held
             yield from stream
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            _close(stream)
+
+    def _instead_of_echo(self, grounding: Grounding | None) -> str:
+        """What is said instead of a reply that echoes the question: the best-matching entry's answer, as the
+        operator wrote it (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one)."""
+        self.last_verdict = "echo"
+        return grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
 
     def _redirect(self, place: str, grounding: Grounding | None) -> str:
         """The refusal that sends the visitor to ``place`` ("the cloakroom on the ground floor."): "Please ask at"
