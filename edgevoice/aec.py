@@ -69,6 +69,7 @@ class EchoCanceller:
         self.sample_rate = sample_rate
         self.frame_size = sample_rate * FRAME_MS // 1000
         self.noise_suppression = noise_suppression
+        self.high_pass_filter = high_pass_filter
         self.stream_delay_ms = stream_delay_ms
         self.capture_delay = CAPTURE_DELAY[(sample_rate, noise_suppression)]
         """Samples by which :meth:`process_capture`'s output lags its input."""
@@ -79,6 +80,15 @@ class EchoCanceller:
                 high_pass_filter=high_pass_filter,
                 auto_gain_control=False,
             )
+        )
+
+    def renewed(self) -> EchoCanceller:
+        """A new canceller with the same settings and nothing learnt: for a new echo path (a stream reopened)."""
+        return EchoCanceller(
+            self.sample_rate,
+            noise_suppression=self.noise_suppression,
+            high_pass_filter=self.high_pass_filter,
+            stream_delay_ms=self.stream_delay_ms,
         )
 
     def _call(self, action: Any) -> Any:

@@ -159,7 +159,10 @@ class CaptureFrontEnd:
         pending = np.concatenate((self._pending, frames)) if len(self._pending) else frames
         usable = len(pending) - len(pending) % FRAME
         out = np.empty(usable, dtype=np.float32)
-        speaking = self.playback.expect_audio if self.playback is not None else False
+        # a reply is on its way (synthesized) or still playing (the gate is armed until it has been played out)
+        speaking = (self.playback is not None and self.playback.expect_audio) or (
+            self.gate is not None and self.gate.armed
+        )
         for start in range(0, usable, FRAME):
             frame = pending[start : start + FRAME]
             out[start : start + FRAME] = cleaned = self._clean(frame, speaking)

@@ -2,14 +2,17 @@
 reference.
 
 The output callback copies every sample it hands to the device (silence included) into a *reference ring*, so the
-reference is the device's exact timeline. The listener calls :meth:`EchoPath.process` with each 10 ms microphone
-frame: all reference audio queued so far is passed to the canceller first (it precedes its own echo by the output
-and input latencies, which AEC3 needs), then the capture frame. Runs on the listener thread only.
+reference is the device's exact timeline. The capture front end (:mod:`edgevoice.capture`, in the input callback)
+calls :meth:`EchoPath.process` with each 10 ms microphone frame: all reference audio queued so far is passed to the
+canceller first (it precedes its own echo by the output and input latencies, which AEC3 needs), then the capture
+frame. Runs on that one thread only.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from dataclasses import dataclass
 
 import numpy as np
 import soxr
@@ -20,24 +23,89 @@ from edgevoice.ring import SharedRing
 
 RATE = 16000
 FRAME = RATE // 100
+REFERENCE_KEPT_S = 0.2
+"""On a restart, the reference older than this is dropped: longer than any output plus input latency here (about
+0.1 s through PulseAudio), shorter than what queues while one stream is gone and the other is back (a second)."""
+
+
+@dataclass(slots=True)
+class ReplyEcho:
+    """What the canceller left of the kiosk's voice during one reply (see :meth:`EchoPath.take_reply_echo`)."""
+
+    energy_in: float = 0.0
+    energy_out: float = 0.0
+    peak_out: float = 0.0
+    """The loudest cleaned 10 ms frame's mean power: against the barge-in level, how near the residue came to it."""
+
+    def attenuation_db(self) -> float | None:
+        if self.energy_in <= 0:
+            return None
+        return 10 * math.log10(self.energy_in / max(self.energy_out, 1e-12))
+
+    def peak_dbfs(self) -> float | None:
+        return None if self.energy_in <= 0 else 10 * math.log10(self.peak_out + 1e-12)
 
 
 class EchoPath:
     def __init__(self, canceller: EchoCanceller, reference: SharedRing, reference_rate: int) -> None:
         self.canceller = canceller
         self.reference = reference
-        self._resampler = (
-            soxr.ResampleStream(reference_rate, RATE, 1, dtype="float32", quality="HQ")
-            if reference_rate != RATE
-            else None
-        )
+        self.reference_rate = reference_rate
+        self._resampler = self._new_resampler()
         self._render = np.zeros(0, dtype=np.float32)
+        self._renewal: EchoCanceller | None = None
+        """A fresh canceller waiting to replace :attr:`canceller` at the next frame (see :meth:`restart`)."""
+        self._renewal_lock = threading.Lock()
+        self.restarts = 0
         self.energy_in = 0.0
         self.energy_out = 0.0
         """Capture energy before and after cancellation while the kiosk speaks (see :meth:`attenuation_db`)."""
+        self._reply = ReplyEcho()
+
+    def _new_resampler(self) -> soxr.ResampleStream | None:
+        if self.reference_rate == RATE:
+            return None
+        return soxr.ResampleStream(self.reference_rate, RATE, 1, dtype="float32", quality="HQ")
+
+    def restart(self) -> None:
+        """A stream was reopened: the echo path is a new one (another device, other latencies), so start over as at
+        startup. From any thread; the capture thread swaps the canceller in at its next frame.
+
+        Why: AEC3 carried over from the old streams trusts what it had learnt. When the microphone came back a
+        second before the loudspeaker (two retries apart), the next reply's echo got through only 27-32 dB down,
+        its loudest 10 ms at -43 to -47 dBFS against a barge-in level of -40 (tests/test_faults.py; a CI run saw
+        the kiosk interrupt itself so). Loudspeaker first, the reference queued meanwhile put the canceller a second
+        off (7 dB, tests/test_echo_path.py). Started over, as at startup: 45-50 dB, peaks -62 to -65 dBFS."""
+        renewal = self.canceller.renewed()  # built here, not in the audio callback
+        with self._renewal_lock:
+            previous, self._renewal = self._renewal, renewal
+        if previous is not None:
+            previous.close()
+
+    def _renew(self) -> None:
+        """(Capture thread) swap in the fresh canceller, and keep only the newest reference: what is still to
+        come back as echo, not what was queued while the microphone was gone."""
+        if not self._renewal_lock.acquire(blocking=False):
+            return  # being replaced right now: next frame
+        try:
+            renewal, self._renewal = self._renewal, None
+        finally:
+            self._renewal_lock.release()
+        if renewal is None:
+            return
+        old, self.canceller = self.canceller, renewal
+        old.close()
+        stale = self.reference.available() - int(REFERENCE_KEPT_S * self.reference_rate)
+        if stale > 0:
+            self.reference.read(stale)
+        self._resampler = self._new_resampler()
+        self._render = np.zeros(0, dtype=np.float32)
+        self.restarts += 1
 
     def process(self, frame: FloatAudio, *, speaking: bool) -> FloatAudio:
         """Clean one 10 ms capture frame; ``speaking``: the kiosk is playing a reply (counts toward attenuation)."""
+        if self._renewal is not None:
+            self._renew()
         queued = self.reference.available()
         if queued:
             ref = self.reference.read(queued)
@@ -49,8 +117,13 @@ class EchoPath:
             self._render = self._render[FRAME:]
         cleaned = self.canceller.process_capture(frame)
         if speaking:
-            self.energy_in += float(np.dot(frame, frame))
-            self.energy_out += float(np.dot(cleaned, cleaned))
+            e_in, e_out = float(np.dot(frame, frame)), float(np.dot(cleaned, cleaned))
+            self.energy_in += e_in
+            self.energy_out += e_out
+            reply = self._reply
+            reply.energy_in += e_in
+            reply.energy_out += e_out
+            reply.peak_out = max(reply.peak_out, e_out / len(cleaned))
         return cleaned
 
     @property
@@ -65,5 +138,15 @@ class EchoPath:
             return None
         return 10 * math.log10(self.energy_in / max(self.energy_out, 1e-12))
 
+    def take_reply_echo(self) -> ReplyEcho:
+        """The echo measured since the last call (one reply's, when called after each); starts the next count.
+        Safe from any thread: the callback adds to whichever count it holds, a frame or so may land in either."""
+        reply, self._reply = self._reply, ReplyEcho()
+        return reply
+
     def close(self) -> None:
+        with self._renewal_lock:
+            renewal, self._renewal = self._renewal, None
+        if renewal is not None:
+            renewal.close()
         self.canceller.close()

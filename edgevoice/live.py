@@ -21,7 +21,7 @@ from edgevoice.capture import CaptureFrontEnd
 from edgevoice.config import Config
 from edgevoice.echo_path import EchoPath
 from edgevoice.endpointing import EndpointConfig
-from edgevoice.errors import AudioDeviceError
+from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.loop import RATE, Turn, VoiceLoop
 from edgevoice.pipeline import Engines
@@ -63,6 +63,8 @@ class XrunReport:
     """Microphone level drop through the echo canceller while the kiosk spoke (None: no canceller or no reply)."""
     echo_failures: int = 0
     """10 ms microphone frames passed on uncancelled because the echo canceller failed."""
+    echo_restarts: int = 0
+    """Times the echo canceller started over for a reopened stream."""
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -209,6 +211,7 @@ class LiveAssistant:
                     setattr(self, kind, self._open_input() if kind == "input" else self._open_output())
                     self.reopened += 1
                     log.warning("%s stream reopened after %.1f s", kind, now - missing_since.pop(kind, now))
+                    self._restart_echo()
                 except AudioDeviceError as exc:
                     first = kind not in missing_since
                     since = missing_since.setdefault(kind, now)
@@ -217,6 +220,28 @@ class LiveAssistant:
                     retry_at[kind] = now + REOPEN_RETRY_S
             if on_tick is not None:
                 on_tick()
+
+    def reply_echo(self) -> dict[str, float | None] | None:
+        """The echo canceller's work since the last call (the turn's reply, when called once per turn):
+        ``attenuation_db``, how much quieter the microphone became, and ``peak_residual_dbfs``, the loudest 10 ms the
+        canceller let through, to set against ``barge_in_level_db``. None without echo cancellation."""
+        if self.echo is None:
+            return None
+        echo = self.echo.take_reply_echo()
+        attenuation, peak = echo.attenuation_db(), echo.peak_dbfs()
+        return {
+            "attenuation_db": None if attenuation is None else round(attenuation, 1),
+            "peak_residual_dbfs": None if peak is None else round(peak, 1),
+        }
+
+    def _restart_echo(self) -> None:
+        """A new stream, a new echo path: the canceller starts over (see :meth:`EchoPath.restart`)."""
+        if self.echo is None:
+            return
+        try:
+            self.echo.restart()
+        except EdgeVoiceError as exc:  # the old canceller goes on: it re-learns, only slower
+            log.error("echo canceller not restarted after the reopen: %s", exc)
 
     def timeline(self, trace: ReplyTrace, turn: Turn) -> TurnTimeline:
         """The turn's marks on the perf_counter scale (see :mod:`edgevoice.trace`), from the loop's trace and the
@@ -261,6 +286,7 @@ class LiveAssistant:
             output_callback_max_gap_ms=round(outs.max_gap_ms, 1) if outs else 0.0,
             echo_attenuation_db=round(db, 1) if self.echo and (db := self.echo.attenuation_db()) is not None else None,
             echo_failures=self.capture.failures,
+            echo_restarts=self.echo.restarts if self.echo is not None else 0,
         )
 
     def close(self, timeout: float = 1.0) -> None:

@@ -29,9 +29,12 @@ from edgevoice.trace import TurnTimeline
 log = logging.getLogger(__name__)
 
 
-def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_rate: int) -> dict[str, object]:
+def turn_record(
+    trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_rate: int, echo: dict[str, float | None] | None = None
+) -> dict[str, object]:
     """One structured record per turn: what was said, the time each stage took and voice-to-voice (ms, see
-    :mod:`edgevoice.trace`), and the language model's and synthesizer's totals (``reply_ms``)."""
+    :mod:`edgevoice.trace`), the language model's and synthesizer's totals (``reply_ms``) and, with echo
+    cancellation, what the canceller left of the reply (``echo``, see :meth:`LiveAssistant.reply_echo`)."""
     return {
         "event": "turn",
         "turn": trace.turn_id,
@@ -50,7 +53,7 @@ def turn_record(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_ra
         "error": trace.error,
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
-    }
+    } | ({"echo": echo} if echo is not None else {})
 
 
 def start_metrics(config: Config) -> MetricsExporter | None:
@@ -106,7 +109,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     exporter = start_metrics(config)
 
     def on_trace(trace: ReplyTrace, turn: Turn, timeline: TurnTimeline) -> None:
-        record = turn_record(trace, turn, timeline, engines.synthesizer.sample_rate)
+        echo = live.reply_echo() if live is not None else None
+        record = turn_record(trace, turn, timeline, engines.synthesizer.sample_rate, echo)
         emit(record)
         if recorder is not None:
             recorder.record(turn.turn_id, turn.audio, record)
