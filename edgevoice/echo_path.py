@@ -30,12 +30,19 @@ REFERENCE_KEPT_S = 0.2
 
 @dataclass(slots=True)
 class ReplyEcho:
-    """What the canceller left of the kiosk's voice during one reply (see :meth:`EchoPath.take_reply_echo`)."""
+    """What the canceller left of the kiosk's voice while it spoke: over one reply (see
+    :meth:`EchoPath.take_reply_echo`) or since startup (:meth:`EchoPath.attenuation_db`)."""
 
     energy_in: float = 0.0
     energy_out: float = 0.0
     peak_out: float = 0.0
     """The loudest cleaned 10 ms frame's mean power: against the barge-in level, how near the residue came to it."""
+
+    def add(self, frame: FloatAudio, cleaned: FloatAudio) -> None:
+        e_out = float(np.dot(cleaned, cleaned))
+        self.energy_in += float(np.dot(frame, frame))
+        self.energy_out += e_out
+        self.peak_out = max(self.peak_out, e_out / len(cleaned))
 
     def attenuation_db(self) -> float | None:
         if self.energy_in <= 0:
@@ -57,9 +64,7 @@ class EchoPath:
         """A fresh canceller waiting to replace :attr:`canceller` at the next frame (see :meth:`restart`)."""
         self._renewal_lock = threading.Lock()
         self.restarts = 0
-        self.energy_in = 0.0
-        self.energy_out = 0.0
-        """Capture energy before and after cancellation while the kiosk speaks (see :meth:`attenuation_db`)."""
+        self._total = ReplyEcho()
         self._reply = ReplyEcho()
 
     def _new_resampler(self) -> soxr.ResampleStream | None:
@@ -117,13 +122,8 @@ class EchoPath:
             self._render = self._render[FRAME:]
         cleaned = self.canceller.process_capture(frame)
         if speaking:
-            e_in, e_out = float(np.dot(frame, frame)), float(np.dot(cleaned, cleaned))
-            self.energy_in += e_in
-            self.energy_out += e_out
-            reply = self._reply
-            reply.energy_in += e_in
-            reply.energy_out += e_out
-            reply.peak_out = max(reply.peak_out, e_out / len(cleaned))
+            self._total.add(frame, cleaned)
+            self._reply.add(frame, cleaned)
         return cleaned
 
     @property
@@ -134,9 +134,7 @@ class EchoPath:
     def attenuation_db(self) -> float | None:
         """How much quieter the microphone signal became while the kiosk spoke (echo return loss enhancement when
         only the echo was heard); None before any reply."""
-        if self.energy_in <= 0:
-            return None
-        return 10 * math.log10(self.energy_in / max(self.energy_out, 1e-12))
+        return self._total.attenuation_db()
 
     def take_reply_echo(self) -> ReplyEcho:
         """The echo measured since the last call (one reply's, when called after each); starts the next count.

@@ -182,19 +182,21 @@ class GroundedModel:
             said = ""  # "Hello!" "Hello! How can I help?": a greeting is said back, not an echo
         held = ""
         try:
+            heard = ""
             for piece in stream:
                 held += piece
-                if not said.startswith(_words(held)):
+                heard = _words(held)
+                if not said.startswith(heard):
                     break  # an answer: from here on it streams
                 if _SENTENCE_END.search(held) is None:
                     yield ""
                     continue
-                if _whole_words_begin(said, _words(held)):
+                if _whole_words_begin(said, heard):
                     yield self._instead_of_echo(grounding)
                     return
                 break  # "Yes." to "yesterday I lost ...": a sentence of its own
             else:  # the stream ended while held
-                if _words(held) and _whole_words_begin(said, _words(held)):
+                if heard and _whole_words_begin(said, heard):
                     yield self._instead_of_echo(grounding)
                 elif held:
                     yield held
