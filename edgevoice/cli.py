@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice import __version__
-from edgevoice.config import Config, load_config
+from edgevoice.config import find_config
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.paths import SYSTEM_CONFIG
 
 STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
 STAGE_LABELS = {
@@ -28,24 +26,10 @@ STAGE_LABELS = {
 }
 
 
-def find_config(explicit: str | None) -> Config:
-    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml.
-
-    With none of them, the defaults."""
-    candidates = [explicit, os.environ.get("EDGEVOICE_CONFIG")]
-    for candidate in candidates:
-        if candidate:
-            return load_config(candidate)
-    for path in (Path("edgevoice.toml"), SYSTEM_CONFIG):
-        if path.is_file():
-            return load_config(path)
-    return load_config(None)
-
-
 def _cmd_converse(args: argparse.Namespace) -> int:
-    from edgevoice.audio import read_audio, write_wav
+    from edgevoice.audio.files import read_audio, write_wav
+    from edgevoice.converse import ASR_RATE, Assistant
     from edgevoice.engines.factory import load_engines
-    from edgevoice.pipeline import ASR_RATE, Assistant
 
     config = find_config(args.config)
     audio = read_audio(args.input, rate=ASR_RATE)
@@ -83,10 +67,10 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 
 def _cmd_say(args: argparse.Namespace) -> int:
-    from edgevoice.audio import write_wav
+    from edgevoice.audio.files import write_wav
     from edgevoice.engines.factory import model_store, piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.speech_text import normalize_for_speech
+    from edgevoice.reply.speech_text import normalize_for_speech
 
     config = find_config(args.config)
     onnx, voice_config = piper_files(model_store(config), config.models.tts)
@@ -100,7 +84,7 @@ def _cmd_say(args: argparse.Namespace) -> int:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from edgevoice.audio_io import list_devices
+    from edgevoice.audio.streams import list_devices
 
     for d in list_devices():
         print(
@@ -111,7 +95,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from edgevoice.live_cli import run_live
+    from edgevoice.live.cli import run_live
 
     return run_live(find_config(args.config), json_lines=args.json)
 
@@ -124,9 +108,9 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from edgevoice.bench.cli import add_bench_parser
+    from edgevoice.bench.tune import add_tune_parser
     from edgevoice.models.cli import add_models_parser
     from edgevoice.selftest.cli import add_selftest_parser
-    from edgevoice.tune import add_tune_parser
 
     parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
     parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")

@@ -7,6 +7,7 @@ and what is allowed (:class:`~edgevoice.errors.ConfigError`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import types
 import typing
@@ -16,6 +17,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+from edgevoice.paths import SYSTEM_CONFIG
 
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
 
@@ -176,7 +178,7 @@ class KioskConfig:
 
 def _check_listen(key: str, value: str) -> None:
     if value:
-        from edgevoice.metrics import parse_listen
+        from edgevoice.live.metrics import parse_listen
 
         try:
             parse_listen(value)
@@ -201,7 +203,7 @@ class SelftestConfig:
 @dataclass(frozen=True)
 class DebugConfig:
     record_turns: int = field(default=0, metadata=_rng(0, 1000))
-    """Keep the audio and record of the last this many turns on disk (edgevoice/debug_recorder.py); 0, the default:
+    """Keep the audio and record of the last this many turns on disk (edgevoice/live/recorder.py); 0, the default:
     no audio is ever written to disk."""
     record_dir: str = ""
     """Where; empty: $STATE_DIRECTORY (the service: /var/lib/edgevoice/debug), else ~/.local/state/edgevoice/turns."""
@@ -308,3 +310,17 @@ def _check_value(key: str, value: object, hint: object, meta: types.MappingProxy
         if not lo <= value <= hi:
             raise ConfigError(f"{key} = {value!r}: must be between {lo} and {hi}")
     return value
+
+
+def find_config(explicit: str | None) -> Config:
+    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml.
+
+    With none of them, the defaults."""
+    candidates = [explicit, os.environ.get("EDGEVOICE_CONFIG")]
+    for candidate in candidates:
+        if candidate:
+            return load_config(candidate)
+    for path in (Path("edgevoice.toml"), SYSTEM_CONFIG):
+        if path.is_file():
+            return load_config(path)
+    return load_config(None)

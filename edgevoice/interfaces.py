@@ -7,6 +7,7 @@ adapter module under :mod:`edgevoice.engines`. A fake for a unit test is a ten-l
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -67,3 +68,20 @@ class Synthesizer(Protocol):
 
     def synthesize(self, text: str) -> Iterator[FloatAudio]:
         """Yield mono float32 audio at ``sample_rate``, one chunk per sentence or clause, as soon as each is ready."""
+
+
+@dataclass
+class Engines:
+    """The loaded engines, each behind its interface. ``close()`` releases them all."""
+
+    vad: object  # SileroVad-like: reset(), probabilities(audio) -> array, frame_samples, sample_rate
+    recognizer: Recognizer
+    llm: LanguageModel
+    synthesizer: Synthesizer
+    extra: list[object] = field(default_factory=list)
+
+    def close(self) -> None:
+        for engine in (self.vad, self.recognizer, self.llm, self.synthesizer, *self.extra):
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()

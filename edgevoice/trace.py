@@ -1,7 +1,7 @@
 """One turn's latency, stage by stage: the marks of a turn on one clock, and what is derived from them. Pure.
 
 Every mark is a time on the :func:`time.perf_counter` scale (the scale of :class:`edgevoice.clock.MonotonicClock`
-and of the audio streams' device times, see :mod:`edgevoice.audio_io`):
+and of the audio streams' device times, see :mod:`edgevoice.audio.streams`):
 
 ====================  ===========================================================================================
 ``speech_end``        the true end of the visitor's speech: the capture (ADC) time of the last voiced sample, found

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from edgevoice.ring import SharedRing
+from edgevoice.audio.ring import SharedRing
 
 RATE = 16_000
 

@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from edgevoice.audio import to_model_rate
+from edgevoice.audio.files import to_model_rate
 from edgevoice.config import Config
-from edgevoice.pipeline import ASR_RATE, Engines
+from edgevoice.converse import ASR_RATE
+from edgevoice.interfaces import Engines
 from tests.conftest_audio import pulse  # noqa: F401  (fixture)
 
 
@@ -36,7 +37,7 @@ def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
     exactly the same audio."""
     from edgevoice.engines.factory import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.speech_text import normalize_for_speech
+    from edgevoice.reply.speech_text import normalize_for_speech
 
     tts = PiperSynthesizer(*piper_files(store, Config().models.tts), noise_scale=0.0, noise_w=0.0)
 
@@ -52,7 +53,7 @@ _CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": 
 
 def words(text: str) -> list[str]:
     """Lower-case words without punctuation, numbers spelled out, contractions expanded: for comparing transcripts."""
-    from edgevoice.speech_text import normalize_for_speech
+    from edgevoice.reply.speech_text import normalize_for_speech
 
     text = normalize_for_speech(text).lower().replace("-", " ").replace("’", "'")
     for short, long in _CONTRACTIONS.items():

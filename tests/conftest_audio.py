@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from edgevoice.pulse import PulseServer
+from edgevoice.audio.pulse import PulseServer
 
 
 def pulse_available() -> str | None:

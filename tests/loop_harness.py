@@ -10,13 +10,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from edgevoice.audio.ring import SharedRing
 from edgevoice.config import Config
+from edgevoice.converse import Assistant
 from edgevoice.engines.factory import load_turn_model
-from edgevoice.live import endpoint_config, speak_once
-from edgevoice.loop import Turn, VoiceLoop
-from edgevoice.pipeline import Assistant, Engines
-from edgevoice.responder import ReplyTrace
-from edgevoice.ring import SharedRing
+from edgevoice.interfaces import Engines
+from edgevoice.live.assistant import endpoint_config, speak_once
+from edgevoice.live.loop import Turn, VoiceLoop
+from edgevoice.reply.responder import ReplyTrace
 
 RATE = 16000
 

@@ -1,5 +1,5 @@
-"""The private PulseAudio harness lives in the package (`edgevoice selftest` uses it too): :mod:`edgevoice.pulse`."""
+"""The private PulseAudio harness lives in the package (`edgevoice selftest` uses it too): edgevoice.audio.pulse."""
 
-from edgevoice.pulse import Player, PulseServer, Recorder, SinkSpec
+from edgevoice.audio.pulse import Player, PulseServer, Recorder, SinkSpec
 
 __all__ = ["Player", "PulseServer", "Recorder", "SinkSpec"]

@@ -21,8 +21,8 @@ import numpy.typing as npt
 import pytest
 import soxr
 
-from edgevoice.aec import CAPTURE_DELAY, EchoCanceller
-from edgevoice.audio import read_audio
+from edgevoice.audio.aec import CAPTURE_DELAY, EchoCanceller
+from edgevoice.audio.files import read_audio
 from edgevoice.errors import EdgeVoiceError
 
 pytest.importorskip("livekit.rtc")

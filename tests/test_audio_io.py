@@ -15,9 +15,9 @@ import numpy.typing as npt
 import pytest
 import soxr
 
-from edgevoice.audio_io import InputStream, OutputStream, SampleFormat, list_devices
+from edgevoice.audio.pulse import PulseServer
+from edgevoice.audio.streams import InputStream, OutputStream, SampleFormat, list_devices
 from edgevoice.errors import AudioDeviceError
-from edgevoice.pulse import PulseServer
 from tests import conftest_audio
 
 pytest.importorskip("pyaudio")

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from edgevoice.capture import CaptureFrontEnd
+from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.config import Config
+from edgevoice.converse import Assistant
+from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
-from edgevoice.loop import Turn, VoiceLoop
-from edgevoice.pipeline import Assistant, Engines
-from edgevoice.responder import ReplyTrace
+from edgevoice.live.loop import Turn, VoiceLoop
+from edgevoice.reply.responder import ReplyTrace
 from tests.conftest import wer
 from tests.loop_harness import running_loop
 

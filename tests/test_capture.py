@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from edgevoice.capture import FRAME, CaptureFrontEnd, NearEndGate
+from edgevoice.audio.capture import FRAME, CaptureFrontEnd, NearEndGate
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.playback import PlaybackControl
-from edgevoice.ring import SharedRing
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from edgevoice.chunker import ClauseChunker
 from edgevoice.errors import ConfigError
+from edgevoice.reply.chunker import ClauseChunker
 
 FLUSH = "flush"
 LONG = "the museum has many rooms with paintings sculptures old maps rare coins musical instruments ancient tools"

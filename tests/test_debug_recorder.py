@@ -12,7 +12,7 @@ import pytest
 import soundfile
 
 from edgevoice.config import Config, load_config
-from edgevoice.debug_recorder import TurnRecorder, default_debug_dir
+from edgevoice.live.recorder import TurnRecorder, default_debug_dir
 
 
 def speech(seconds: float, seed: int) -> np.ndarray:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgevoice.echo_path import EchoPath
-from edgevoice.playback import PlaybackControl
-from edgevoice.ring import SharedRing
+from edgevoice.audio.echo_path import EchoPath
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 
 pytest.importorskip("livekit")
 
@@ -23,7 +23,7 @@ def speechlike(seconds: float, seed: int) -> np.ndarray:
 
 
 def test_playback_is_mirrored_and_its_echo_cancelled() -> None:
-    from edgevoice.aec import EchoCanceller
+    from edgevoice.audio.aec import EchoCanceller
 
     reply = speechlike(4.0, seed=1)
     with (
@@ -53,7 +53,7 @@ def converse_then_reopen(*, restart: bool, first_back: str) -> tuple[float, floa
     """A reply's echo cancelled (40 ms late, -10 dB), then the devices gone and back a second apart: the microphone
     first (capture goes on, no playback for a second) or the speaker first (playback queued, nobody captures). Then
     the next reply through the same path. Returns its attenuation (dB) and its loudest cleaned 10 ms (dBFS)."""
-    from edgevoice.aec import EchoCanceller
+    from edgevoice.audio.aec import EchoCanceller
 
     frame, delay = 160, 640
     with SharedRing.create(RATE * 10) as reference, EchoCanceller(RATE) as canceller:

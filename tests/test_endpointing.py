@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from edgevoice.endpointing import (
+from edgevoice.errors import ConfigError, TurnError, VadError
+from edgevoice.listen.endpointing import (
     EndpointConfig,
     Endpointer,
     EndpointEvent,
@@ -18,7 +19,6 @@ from edgevoice.endpointing import (
     SpeechStart,
     TurnEnd,
 )
-from edgevoice.errors import ConfigError, TurnError, VadError
 
 F = 0.032  # Silero VAD: 512 samples at 16 kHz
 SPEECH, SILENCE = 0.9, 0.05

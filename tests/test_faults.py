@@ -1,6 +1,6 @@
 """Faults the appliance survives while it keeps answering, through the real audio stack: `edgevoice run` as its own
 process in a private PulseAudio room (as in ``tests/test_live.py``), faults injected with the test-only knobs of
-:mod:`edgevoice.fault_injection` or done to the room itself.
+:mod:`edgevoice.live.faults` or done to the room itself.
 
 Fault → behaviour:
 - the language model or the synthesizer raises → that turn gets the spoken fallback phrase, the next turn is
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgevoice.pulse import PulseServer
+from edgevoice.audio.pulse import PulseServer
 from edgevoice.selftest.appliance import ApplianceProcess, Record
 from tests.conftest import wer
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgevoice.pipeline import Engines
-from edgevoice.pulse import PulseServer
+from edgevoice.audio.pulse import PulseServer
+from edgevoice.interfaces import Engines
 from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess
 from tests.conftest import heard_share, wer

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from edgevoice.capture import CaptureFrontEnd
+from edgevoice.audio.capture import CaptureFrontEnd
+from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.endpointing import EndpointConfig
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.loop import VoiceLoop
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.ring import SharedRing
+from edgevoice.listen.endpointing import EndpointConfig
+from edgevoice.live.loop import VoiceLoop
+from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 
 RATE = 16000

@@ -11,9 +11,10 @@ import pytest
 
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
+from edgevoice.converse import Assistant
 from edgevoice.events import Transcript
-from edgevoice.pipeline import Assistant, Engines
-from edgevoice.responder import ReplyTrace
+from edgevoice.interfaces import Engines
+from edgevoice.reply.responder import ReplyTrace
 
 pytestmark = pytest.mark.models
 

@@ -12,7 +12,7 @@ import pytest
 
 from edgevoice.config import config_from_dict
 from edgevoice.errors import ConfigError
-from edgevoice.metrics import Metrics, MetricsExporter, parse_listen
+from edgevoice.live.metrics import Metrics, MetricsExporter, parse_listen
 from edgevoice.trace import TurnTimeline
 
 

@@ -3,7 +3,8 @@ import pytest
 
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.pipeline import Assistant, Engines
+from edgevoice.converse import Assistant
+from edgevoice.interfaces import Engines
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from edgevoice.config import Config
+from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage
+from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import conversation
-from edgevoice.pipeline import Assistant, Engines
 from tests.conftest import wer, words
 
 pytestmark = pytest.mark.models
@@ -67,7 +68,7 @@ def test_chain_end_to_end(assistant: Assistant, speak: Callable[[str], np.ndarra
     assert assistant.history[-2:] == [ChatMessage("user", result.transcript), ChatMessage("assistant", result.reply)]
     seconds = len(result.audio) / result.sample_rate
     assert 0.8 < seconds < 15
-    from edgevoice.audio import to_model_rate
+    from edgevoice.audio.files import to_model_rate
 
     # the reply audio, transcribed back, carries the fact (tiny.en mishears some words of synthetic speech, e.g.
     # "nine euros" as "nine year olds", so the strict round trip is tested on fixed sentences above)

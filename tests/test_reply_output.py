@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
-from edgevoice.playback import PlaybackControl
-from edgevoice.reply_output import ReplyOutput
-from edgevoice.responder import ReplyTrace
-from edgevoice.ring import SharedRing
+from edgevoice.reply.output import ReplyOutput
+from edgevoice.reply.responder import ReplyTrace
 
 PHRASE = np.full(300, -0.2, np.float32)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio.ring import RingStats, SharedRing
 from edgevoice.errors import ConfigError, EdgeVoiceError
-from edgevoice.ring import RingStats, SharedRing
 
 ROOT = Path(__file__).resolve().parents[1]
 SHM = Path("/dev/shm")
@@ -344,7 +344,7 @@ def test_an_unrelated_process_that_attaches_does_not_destroy_the_block(make_ring
     done = _run_python(
         f"""
         import numpy as np
-        from edgevoice.ring import SharedRing
+        from edgevoice.audio.ring import SharedRing
         ring = SharedRing.attach({ring.name!r})
         print(ring.write(np.arange(5, dtype=np.float32)))
         ring.close()

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from edgevoice.errors import ConfigError
-from edgevoice.fault_injection import STALL_LISTENER, StallingVad, inject_faults
-from edgevoice.pipeline import Engines
-from edgevoice.service import (
+from edgevoice.interfaces import Engines
+from edgevoice.live.faults import STALL_LISTENER, StallingVad, inject_faults
+from edgevoice.live.service import (
     LoopProbe,
     Notifier,
     ServiceLog,
@@ -230,7 +230,7 @@ def test_service_log_sends_records_and_logging_to_the_journal() -> None:
         assert journal.record(TURN)
         assert journal.record({"event": "partial", "turn": 4, "text": "where"})  # swallowed, not logged
         assert journal.record({"event": "ready", "load_ms": 5120})
-        logging.getLogger("edgevoice.loop").error("turn %d failed in %s", 5, "asr")
+        logging.getLogger("edgevoice.live.loop").error("turn %d failed in %s", 5, "asr")
         journal.error(ConfigError("llm.threads = 0: must be between 1 and 64"))
     finally:
         journal.close()

@@ -2,7 +2,7 @@
 throwaway copy of this machine booted by systemd-nspawn (tests/nspawn_container.py), with the default models from an
 offline bundle (`edgevoice models bundle`).
 
-The container has no sound card: the service reaches a private PulseAudio server that runs here (edgevoice.pulse),
+The container has no sound card: the service reaches a private PulseAudio server that runs here (edgevoice.audio.pulse),
 its socket bound into the container at /run/pulse/native, the way a kiosk reaches a system-wide PulseAudio (a
 drop-in sets PULSE_SERVER). The test speaks into the "mic" sink and hears the "spk" sink.
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio.pulse import PulseServer
 from edgevoice.models.store import ModelStore
 from edgevoice.paths import default_download_cache
-from edgevoice.pulse import PulseServer
 from edgevoice.trace import STAGE_NAMES
 from tests.conftest_audio import pulse_available
 from tests.nspawn_container import Bind, Container, nspawn_unavailable

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from edgevoice.config import Config
-from edgevoice.loop import Turn
-from edgevoice.pipeline import Engines
-from edgevoice.responder import ReplyTrace
+from edgevoice.interfaces import Engines
+from edgevoice.live.loop import Turn
+from edgevoice.reply.responder import ReplyTrace
 from edgevoice.selftest.utterances import UTTERANCES
 from tests.loop_harness import running_loop
 

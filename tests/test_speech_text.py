@@ -1,6 +1,6 @@
 import pytest
 
-from edgevoice.speech_text import normalize_for_speech, speakable, strip_markup
+from edgevoice.reply.speech_text import normalize_for_speech, speakable, strip_markup
 
 
 @pytest.mark.parametrize(

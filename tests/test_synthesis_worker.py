@@ -11,8 +11,8 @@ import pytest
 from edgevoice.clock import ManualClock
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.synthesis_worker import SynthesisWorker
+from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.synthesis import SynthesisWorker
 from tests.fakes import FakeRecognizer
 
 WAIT = 10.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgevoice.audio_timing import PullLog
+from edgevoice.audio.timing import PullLog
 from edgevoice.trace import MARKS, STAGE_NAMES, TurnTimeline, percentile, speech_end_index
 
 RATE = 16000
@@ -124,8 +124,8 @@ def test_percentile() -> None:
 
 
 def test_a_reply_begun_before_the_commit_counts_its_model_time_from_its_transcript() -> None:
-    from edgevoice.pipeline import trace_stages
-    from edgevoice.responder import ReplyTrace
+    from edgevoice.converse import trace_stages
+    from edgevoice.reply.responder import ReplyTrace
 
     trace = ReplyTrace(1, committed=0.0)
     trace.transcript_done, trace.first_token, trace.first_audio = 1.0, 1.2, 1.4  # while the turn was still open

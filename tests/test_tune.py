@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from edgevoice.bench.cli import parse_variant
+from edgevoice.bench.tune import TuneOptions, best, thread_choices
 from edgevoice.config import load_config
 from edgevoice.errors import ConfigError
-from edgevoice.tune import TuneOptions, best, thread_choices
 
 
 def test_thread_choices_cover_powers_of_two_and_every_core() -> None:

@@ -1,4 +1,4 @@
-from edgevoice.vad import speech_segments
+from edgevoice.listen.vad import speech_segments
 
 FRAME = 512
 RATE = 16000

@@ -28,7 +28,7 @@ def test_misheard_words_are_said_as_dictionaries_give_them(espeak: str, said: st
 
 @pytest.mark.models
 def test_the_voice_says_fourteen_so_that_it_is_heard(store, engines) -> None:  # type: ignore[no-untyped-def]
-    from edgevoice.audio import to_model_rate
+    from edgevoice.audio.files import to_model_rate
     from edgevoice.config import Config
     from edgevoice.engines.factory import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer

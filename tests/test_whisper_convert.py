@@ -18,8 +18,8 @@ from typing import BinaryIO
 import numpy as np
 import pytest
 
+from edgevoice.engines.mel import log_mel_spectrogram, mel_filters
 from edgevoice.errors import ModelFormatError, ModelMissingError
-from edgevoice.mel import log_mel_spectrogram, mel_filters
 from edgevoice.models import whisper_ggml
 from edgevoice.models.distributions import fetch_distribution, is_distribution_of
 from edgevoice.models.manifest import load_manifest

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from edgevoice.audio import to_model_rate
+from edgevoice.audio.files import to_model_rate
 
 __all__ = ["VOICES", "Voice", "mix_at_snr", "non_speech_clips", "pink_noise", "speech_power", "with_pauses"]
 

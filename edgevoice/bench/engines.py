@@ -243,7 +243,7 @@ def measure_tts(config: Config, store: ModelStore, *, threads: int, provider: st
     """One voice setting on one clause: time to its first audio, and the real-time factor of the whole clause."""
     from edgevoice.engines.factory import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.speech_text import normalize_for_speech
+    from edgevoice.reply.speech_text import normalize_for_speech
 
     text = normalize_for_speech(CLAUSE)
     onnx, voice_config = piper_files(store, config.models.tts)

@@ -32,9 +32,9 @@ from edgevoice.config import Config
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+from edgevoice.listen.vad import speech_segments
 from edgevoice.models.store import ModelStore
-from edgevoice.speech_text import normalize_for_speech
-from edgevoice.vad import speech_segments
+from edgevoice.reply.speech_text import normalize_for_speech
 
 __all__ = ["QualityOptions", "run_quality"]
 
@@ -306,7 +306,7 @@ def round_trip(
 ) -> list[dict[str, Any]]:
     """Each reply as the kiosk speaks it (normalized, its own voice settings), ``draws`` times (the voice's noise
     makes each rendering different), transcribed back; the WER is over all renderings."""
-    from edgevoice.audio import to_model_rate
+    from edgevoice.audio.files import to_model_rate
 
     progress(f"round trip of {len(replies)} replies x {draws}")
     spoken = [normalize_for_speech(r) for r in replies for _ in range(draws)]

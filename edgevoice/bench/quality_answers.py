@@ -17,7 +17,7 @@ from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.grounding import GroundedModel, Kiosk
 from edgevoice.models.store import ModelStore
-from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import ReplyTrace, Responder
 
 __all__ = ["answer_all", "answer_inputs"]
 

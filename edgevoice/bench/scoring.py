@@ -8,7 +8,7 @@ from functools import cache
 
 from whisper_normalizer.english import EnglishSpellingNormalizer
 
-from edgevoice.speech_text import normalize_for_speech, split_sentences
+from edgevoice.reply.speech_text import normalize_for_speech, split_sentences
 
 __all__ = ["has_fact", "has_markup", "is_dont_know", "join_compounds", "sentence_count", "word_error_rate", "words"]
 

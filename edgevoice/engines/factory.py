@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, ModelMissingError
+from edgevoice.interfaces import Engines
 from edgevoice.models.store import ModelStore
-from edgevoice.pipeline import Engines
 
 if TYPE_CHECKING:
     from edgevoice.engines.minilm import MiniLmEmbedder

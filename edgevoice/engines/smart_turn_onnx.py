@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from edgevoice.engines.mel import log_mel_spectrogram
 from edgevoice.engines.onnx_session import open_session
 from edgevoice.errors import TurnError
 from edgevoice.interfaces import FloatAudio
-from edgevoice.mel import log_mel_spectrogram
 
 WINDOW_SECONDS = 8
 RATE = 16000

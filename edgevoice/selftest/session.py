@@ -69,7 +69,7 @@ def run_session(
     args = ("--config", config_path) if config_path else ()
     if hardware:
         return _hardware_session(utterances, models_dir, args, progress)
-    from edgevoice.pulse import PulseServer
+    from edgevoice.audio.pulse import PulseServer
 
     with PulseServer() as pulse:
         pulse.add_echo(delay_ms=ECHO_DELAY_MS, gain_db=ECHO_GAIN_DB)
@@ -110,7 +110,7 @@ def speaker_side(
 def _hardware_session(
     utterances: list[Utterance], models_dir: Path, args: tuple[str, ...], progress: Callable[[str], None]
 ) -> SessionResult:
-    from edgevoice.audio_io import OutputStream
+    from edgevoice.audio.streams import OutputStream
 
     env = dict(os.environ)
     env["EDGEVOICE_MODELS_DIR"] = str(models_dir)

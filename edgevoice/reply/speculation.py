@@ -2,7 +2,7 @@
 its audio held back until the turn is committed.
 
 The moment the visitor falls silent the tail of the turn is decoded (speculative recognition, see
-:mod:`edgevoice.streaming_asr`). When that transcript is final as far as anyone can know (no segment still being
+:mod:`edgevoice.listen.streaming_asr`). When that transcript is final as far as anyone can know (no segment still being
 decoded), the loop starts the reply for it at once (:class:`SpeculativeReply`): the language model streams, the first
 clause is synthesized, and the audio waits in a :class:`HeldAudio` buffer. The listener meanwhile confirms the end
 of the turn (the silence timeout and Smart Turn's verdict):
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio
-from edgevoice.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import ReplyTrace, Responder
 
 if TYPE_CHECKING:
-    from edgevoice.loop import Turn
+    from edgevoice.listen.turn import Turn
 
 
 DECISION_TIMEOUT_S = 60.0

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgevoice.chunker import ClauseChunker
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation
-from edgevoice.speech_text import normalize_for_speech, speakable
-from edgevoice.synthesis_worker import SynthesisWorker
+from edgevoice.reply.chunker import ClauseChunker
+from edgevoice.reply.speech_text import normalize_for_speech, speakable
+from edgevoice.reply.synthesis import SynthesisWorker
 
 log = logging.getLogger(__name__)
 

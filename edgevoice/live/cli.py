@@ -13,16 +13,16 @@ from types import FrameType
 
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
-from edgevoice.debug_recorder import TurnRecorder
+from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import AudioDeviceError
-from edgevoice.fault_injection import arm as arm_faults
-from edgevoice.fault_injection import inject_faults
-from edgevoice.live import LiveAssistant
-from edgevoice.loop import Turn
-from edgevoice.metrics import Metrics, MetricsExporter
-from edgevoice.pipeline import Assistant, trace_stages
-from edgevoice.responder import ReplyTrace
+from edgevoice.live.assistant import LiveAssistant
+from edgevoice.live.faults import arm as arm_faults
+from edgevoice.live.faults import inject_faults
+from edgevoice.live.loop import Turn
+from edgevoice.live.metrics import Metrics, MetricsExporter
+from edgevoice.live.recorder import TurnRecorder
+from edgevoice.reply.responder import ReplyTrace
 from edgevoice.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.trace import TurnTimeline
 
@@ -104,7 +104,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     t0 = time.perf_counter()
     store = model_store(config)
     loaded, _ = load_engines(config, store)
-    engines = inject_faults(loaded, release=stop)  # test-only knobs (edgevoice/fault_injection.py); none by default
+    engines = inject_faults(loaded, release=stop)  # test-only knobs (edgevoice/live/faults.py); none by default
     turn_model = load_turn_model(config, store)
     exporter = start_metrics(config)
 

@@ -1,5 +1,5 @@
 """Which sample is captured or played when: the bookkeeping between sample indices and device times behind
-:mod:`edgevoice.audio_io`'s streams. No PortAudio and no clock reads here: the streams' callbacks feed it.
+:mod:`edgevoice.audio.streams`'s streams. No PortAudio and no clock reads here: the streams' callbacks feed it.
 
 The output stream numbers the samples it pulls from its source (silence it pads in when the source runs dry
 included): source sample ``m`` becomes device sample ``j = m * rate / source_rate`` (soxr's streaming output is
@@ -7,11 +7,11 @@ aligned with its input; it only withholds a few ms of it). Each callback records
 sample of its buffer and that sample's DAC time ``T``, so source sample ``m`` reaches the DAC at
 ``T + (m * rate / source_rate - D) / rate``. PortAudio's ``T`` jitters with the callback's scheduling (±10 ms under
 load), so a :class:`SampleAnchor` fits the line ``T - D / rate`` over the last 64 callbacks (median), from which
-:meth:`~edgevoice.audio_io.OutputStream.dac_time_of` returns ``offset + m / source_rate``;
-:meth:`~edgevoice.audio_io.InputStream.adc_time_of` does the same for captured samples. The :class:`PullLog` counts
+:meth:`~edgevoice.audio.streams.OutputStream.dac_time_of` returns ``offset + m / source_rate``;
+:meth:`~edgevoice.audio.streams.InputStream.adc_time_of` does the same for captured samples. The :class:`PullLog` counts
 only the samples the source really returned (not the padding), which gives
-:meth:`~edgevoice.audio_io.OutputStream.real_played` (how much of a reply the visitor has heard, for barge-in) and
-:meth:`~edgevoice.audio_io.OutputStream.dac_time_of_real`.
+:meth:`~edgevoice.audio.streams.OutputStream.real_played` (how much of a reply the visitor has heard, for barge-in) and
+:meth:`~edgevoice.audio.streams.OutputStream.dac_time_of_real`.
 """
 
 from __future__ import annotations

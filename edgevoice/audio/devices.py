@@ -1,6 +1,7 @@
 """Sound devices as PortAudio (PyAudio) sees them: starting PortAudio quietly, listing its devices, finding one by
-index or name, opening a callback stream on it, and bounding the PortAudio calls that can hang on a dead device. The
-only module that imports pyaudio; :mod:`edgevoice.audio_io` runs the streams (their callbacks, lifetime and health).
+index or name, opening a callback stream on it, and bounding the PortAudio calls that can hang on a dead device.
+The only module that imports pyaudio; :mod:`edgevoice.audio.streams` runs the streams (their callbacks, lifetime
+and health).
 
 PortAudio scans devices once, when the first PyAudio instance starts: a device plugged in later is seen only
 after every stream has been closed and a new one is opened. PyAudio's start-up prints ALSA/JACK probing noise from

@@ -8,38 +8,20 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
-from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
+from edgevoice.interfaces import Engines, FloatAudio
 from edgevoice.kiosk.grounding import Kiosk
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.vad import speech_segments
+from edgevoice.listen.vad import speech_segments
+from edgevoice.reply.responder import ReplyTrace, Responder
 
 log = logging.getLogger(__name__)
 
 ASR_RATE = 16000
-
-
-@dataclass
-class Engines:
-    """The loaded engines, each behind its interface. ``close()`` releases them all."""
-
-    vad: object  # SileroVad-like: reset(), probabilities(audio) -> array, frame_samples, sample_rate
-    recognizer: Recognizer
-    llm: LanguageModel
-    synthesizer: Synthesizer
-    extra: list[object] = field(default_factory=list)
-
-    def close(self) -> None:
-        for engine in (self.vad, self.recognizer, self.llm, self.synthesizer, *self.extra):
-            close = getattr(engine, "close", None)
-            if close is not None:
-                close()
 
 
 class Assistant:

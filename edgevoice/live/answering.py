@@ -1,6 +1,6 @@
 """The live loop's answering side: the responder thread, which answers each committed turn (or adopts the reply
 begun for it when the visitor fell silent) into the playback ring, and the decision to begin that reply early.
-A mixin of :class:`edgevoice.loop.VoiceLoop`, which owns the state it uses."""
+A mixin of :class:`edgevoice.live.loop.VoiceLoop`, which owns the state it uses."""
 
 from __future__ import annotations
 
@@ -10,25 +10,25 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from edgevoice.capture import NearEndGate
+from edgevoice.audio.capture import NearEndGate
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import FloatAudio
-from edgevoice.playback import PlaybackControl
+from edgevoice.listen.streaming_asr import Speculation, StreamingTranscriber
 from edgevoice.priority import lower_this_thread
-from edgevoice.reply_output import ReplyOutput
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.ring import SharedRing
-from edgevoice.speculation import SpeculativeReply
-from edgevoice.streaming_asr import Speculation, StreamingTranscriber
+from edgevoice.reply.output import ReplyOutput
+from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.speculation import SpeculativeReply
 
 if TYPE_CHECKING:
-    from edgevoice.turn import Turn
+    from edgevoice.listen.turn import Turn
 
-log = logging.getLogger("edgevoice.loop")
+log = logging.getLogger("edgevoice.live.loop")
 
 
 class Answering:
-    """The responder thread's work (see :class:`edgevoice.loop.VoiceLoop` for the state)."""
+    """The responder thread's work (see :class:`edgevoice.live.loop.VoiceLoop` for the state)."""
 
     _turns: queue.Queue[Turn | SpeculativeReply | None]
     _stop: threading.Event
@@ -166,7 +166,7 @@ class Answering:
             self.on_event("speaking", self._current_turn, "")
         return n
 
-    # -- speculative replies (see edgevoice/speculation.py) ---------------------------------------------------------
+    # -- speculative replies (see edgevoice/reply/speculation.py) ------------------------------------------------
     def _on_speculation(self, spec: Speculation) -> None:
         """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
         put the question into the language model's cache."""

@@ -205,7 +205,7 @@ def add_tune_parser(sub: Any) -> None:
 def _cmd_tune(args: argparse.Namespace) -> int:
     import json
 
-    from edgevoice.cli import find_config
+    from edgevoice.config import find_config
     from edgevoice.config_file import write_config
     from edgevoice.engines.factory import model_store
 

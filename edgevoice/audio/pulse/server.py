@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import soundfile
 
-from edgevoice.pulse.clients import POLL_S, Player, Recorder, guarded, stop_process
+from edgevoice.audio.pulse.clients import POLL_S, Player, Recorder, guarded, stop_process
 
 FloatAudio = npt.NDArray[np.float32]
 

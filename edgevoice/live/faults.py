@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from edgevoice.errors import EdgeVoiceError, LanguageModelError, RecognizerError, SynthesizerError
-from edgevoice.pipeline import Engines
+from edgevoice.interfaces import Engines
 
 log = logging.getLogger(__name__)
 

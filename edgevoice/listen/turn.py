@@ -1,4 +1,4 @@
-"""A committed turn: the visitor's audio and what the listener knew when it ended it (see :mod:`edgevoice.loop`)."""
+"""A committed turn: the visitor's audio and what the listener knew when it ended it."""
 
 from __future__ import annotations
 

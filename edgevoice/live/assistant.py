@@ -15,19 +15,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgevoice.aec import EchoCanceller
-from edgevoice.audio_io import InputStream, OutputStream
-from edgevoice.capture import CaptureFrontEnd
+from edgevoice.audio.aec import EchoCanceller
+from edgevoice.audio.capture import CaptureFrontEnd
+from edgevoice.audio.echo_path import EchoPath
+from edgevoice.audio.ring import SharedRing
+from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
-from edgevoice.echo_path import EchoPath
-from edgevoice.endpointing import EndpointConfig
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
-from edgevoice.interfaces import EndOfTurn, FloatAudio
-from edgevoice.loop import RATE, Turn, VoiceLoop
-from edgevoice.pipeline import Engines
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.ring import SharedRing
-from edgevoice.speech_text import normalize_for_speech
+from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
+from edgevoice.listen.endpointing import EndpointConfig
+from edgevoice.live.loop import RATE, Turn, VoiceLoop
+from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.trace import TurnTimeline, speech_end_index
 
 log = logging.getLogger(__name__)
@@ -186,7 +185,7 @@ class LiveAssistant:
     def watch(self, stop: threading.Event, period: float = 0.25, on_tick: Callable[[], None] | None = None) -> None:
         """Until ``stop`` is set: reopen any stream that died (a device unplugged, the sound server restarted),
         retrying every ``REOPEN_RETRY_S`` while the device is missing. Run in the main thread. ``on_tick`` is called
-        after every check (the service's status and watchdog, :class:`edgevoice.service.ServiceMonitor`)."""
+        after every check (the service's status and watchdog, :class:`edgevoice.live.service.ServiceMonitor`)."""
         retry_at = {"input": 0.0, "output": 0.0}
         missing_since: dict[str, float] = {}
         while not stop.wait(period):

@@ -10,13 +10,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from edgevoice.pulse.server import PulseServer
+
+class ServerEnv(Protocol):
+    """What a client needs of the server it talks to (:class:`edgevoice.audio.pulse.server.PulseServer`)."""
+
+    def client_env(self) -> dict[str, str]: ...
+
 
 FloatAudio = npt.NDArray[np.float32]
 
@@ -46,7 +50,7 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float, sig: int = signa
 class Recorder:
     """``parec`` writing raw s16le from one source to a file; :meth:`stop` returns what it recorded."""
 
-    def __init__(self, server: PulseServer, source: str, rate: int, channels: int, path: Path) -> None:
+    def __init__(self, server: ServerEnv, source: str, rate: int, channels: int, path: Path) -> None:
         self.source, self.rate, self.channels, self.path = source, rate, channels, path
         self._server = server
         self._file = path.open("wb")
@@ -114,7 +118,7 @@ class Recorder:
 class Player:
     """``paplay`` of one WAV file into a sink."""
 
-    def __init__(self, server: PulseServer, path: Path, sink: str, log: Path) -> None:
+    def __init__(self, server: ServerEnv, path: Path, sink: str, log: Path) -> None:
         self.sink = sink
         self._log = log
         with log.open("wb") as errors:

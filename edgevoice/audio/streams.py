@@ -11,10 +11,10 @@ Times. Every time this module reports is on the :func:`time.perf_counter` scale 
 ``output_buffer_dac_time``, ``current_time``) are moved onto it in each callback by the offset
 ``perf_counter() - current_time`` measured in that callback.
 
-Which sample is played (or was captured) when: each callback feeds :mod:`edgevoice.audio_timing`, which maps
+Which sample is played (or was captured) when: each callback feeds :mod:`edgevoice.audio.timing`, which maps
 sample indices to device times (:meth:`InputStream.adc_time_of`, :meth:`OutputStream.dac_time_of`) and tells the
 samples the source really returned from the silence padded in (:meth:`OutputStream.real_played`,
-:meth:`OutputStream.dac_time_of_real`). Devices are found and opened in :mod:`edgevoice.audio_devices`.
+:meth:`OutputStream.dac_time_of_real`). Devices are found and opened in :mod:`edgevoice.audio.devices`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
-from edgevoice.audio_devices import DeviceInfo as DeviceInfo  # re-exported: part of this module's API
-from edgevoice.audio_devices import SampleFormat
-from edgevoice.audio_devices import list_devices as list_devices
-from edgevoice.audio_stream import INPUT_OVERFLOW, OUTPUT_UNDERFLOW, PA_ABORT, PA_CONTINUE, Stream
-from edgevoice.audio_stream import StreamStats as StreamStats  # re-exported: part of this module's API
-from edgevoice.audio_timing import OutputTiming, PullLog, SampleAnchor
+from edgevoice.audio.devices import DeviceInfo as DeviceInfo  # re-exported: part of this module's API
+from edgevoice.audio.devices import SampleFormat
+from edgevoice.audio.devices import list_devices as list_devices
+from edgevoice.audio.stream_common import INPUT_OVERFLOW, OUTPUT_UNDERFLOW, PA_ABORT, PA_CONTINUE, Stream
+from edgevoice.audio.stream_common import StreamStats as StreamStats  # re-exported: part of this module's API
+from edgevoice.audio.timing import OutputTiming, PullLog, SampleAnchor
 
 FloatAudio = npt.NDArray[np.float32]
 AudioSink = Callable[[FloatAudio, float], None]

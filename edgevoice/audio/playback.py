@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from edgevoice.ring import SharedRing
+from edgevoice.audio.ring import SharedRing
 
 
 class PlaybackControl:

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.interfaces import FloatAudio
-from edgevoice.playback import PlaybackControl
-from edgevoice.responder import ReplyTrace, SpokenClause
-from edgevoice.ring import SharedRing
+from edgevoice.reply.responder import ReplyTrace, SpokenClause
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Threads, all owned here and joined on ``close()`` (bounded):
 - the *listener* reads the microphone ring in 32 ms frames, runs Silero VAD and the endpointing state machine,
   asks Smart Turn when a pause begins, detects barge-in, and hands each committed turn to the responder;
 - the *responder* transcribes the turn, streams the reply through the LLM and synthesizer into the playback ring.
-The audio device callbacks (see :mod:`edgevoice.audio_io`) only copy into and out of the rings.
+The audio device callbacks (see :mod:`edgevoice.audio.streams`) only copy into and out of the rings.
 Stream time is counted in microphone samples, so the listener's logic is the same on real and simulated audio.
 """
 
@@ -21,19 +21,19 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgevoice.answering import Answering
-from edgevoice.capture import NearEndGate
+from edgevoice.audio.capture import NearEndGate
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock, MonotonicClock
-from edgevoice.endpointing import EndpointConfig, Endpointer, EndpointState, Pause, SpeechStart, TurnEnd
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
-from edgevoice.playback import PlaybackControl
-from edgevoice.reply_output import ReplyOutput
-from edgevoice.responder import ReplyTrace, Responder
-from edgevoice.ring import SharedRing
-from edgevoice.speculation import SpeculativeReply
-from edgevoice.streaming_asr import StreamingTranscriber
-from edgevoice.turn import Turn as Turn  # re-exported: part of this module's API
+from edgevoice.listen.endpointing import EndpointConfig, Endpointer, EndpointState, Pause, SpeechStart, TurnEnd
+from edgevoice.listen.streaming_asr import StreamingTranscriber
+from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this module's API
+from edgevoice.live.answering import Answering
+from edgevoice.reply.output import ReplyOutput
+from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.speculation import SpeculativeReply
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,8 @@ class VoiceLoop(Answering):
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller). ``barge_in_level_db``: with an
-        echo-cancelled microphone, arm a :class:`~edgevoice.capture.NearEndGate` at that level (:attr:`gate`, which
-        the capture callback feeds) so the speaker pauses before the VAD confirms a barge-in. ``compute_nice``:
+        echo-cancelled microphone, arm a :class:`~edgevoice.audio.capture.NearEndGate` at that level (:attr:`gate`,
+        which the capture callback feeds) so the speaker pauses before the VAD confirms a barge-in. ``compute_nice``:
         how much lower the CPU priority of the responder and recognition threads is than the listener's.
 
         ``fallback_audio`` (the fallback phrase, synthesized at start-up) is played instead of a reply that failed,
@@ -82,7 +82,7 @@ class VoiceLoop(Answering):
         and the visitor hears the phrase whatever state the engines are in (a hung engine included).
 
         ``speculative_reply``: start the reply the moment the visitor falls silent, its audio held until the turn
-        is committed (:mod:`edgevoice.speculation`).
+        is committed (:mod:`edgevoice.reply.speculation`).
 
         ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
         queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial

@@ -2,7 +2,7 @@
 reference.
 
 The output callback copies every sample it hands to the device (silence included) into a *reference ring*, so the
-reference is the device's exact timeline. The capture front end (:mod:`edgevoice.capture`, in the input callback)
+reference is the device's exact timeline. The capture front end (:mod:`edgevoice.audio.capture`, in the input callback)
 calls :meth:`EchoPath.process` with each 10 ms microphone frame: all reference audio queued so far is passed to the
 canceller first (it precedes its own echo by the output and input latencies, which AEC3 needs), then the capture
 frame. Runs on that one thread only.
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
-from edgevoice.aec import EchoCanceller
+from edgevoice.audio.aec import EchoCanceller
+from edgevoice.audio.ring import SharedRing
 from edgevoice.interfaces import FloatAudio
-from edgevoice.ring import SharedRing
 
 RATE = 16000
 FRAME = RATE // 100

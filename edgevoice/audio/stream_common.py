@@ -1,6 +1,6 @@
 """What the input and output streams share: PortAudio's stream lifetime (open, start, stop, close, each step
 bounded), the callback statistics (:class:`StreamStats`) and the liveness check the loop uses to reopen a device
-that stopped delivering. The streams themselves are in :mod:`edgevoice.audio_io`."""
+that stopped delivering. The streams themselves are in :mod:`edgevoice.audio.streams`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 
 import numpy as np
 
-from edgevoice.audio_devices import SampleFormat, bounded_call, find_device, open_stream, start_portaudio
+from edgevoice.audio.devices import SampleFormat, bounded_call, find_device, open_stream, start_portaudio
 from edgevoice.errors import AudioDeviceError
 
 PA_CONTINUE, PA_ABORT = 0, 2  # PaStreamCallbackResult (pyaudio is imported only when a stream opens)

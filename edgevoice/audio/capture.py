@@ -1,7 +1,7 @@
 """The capture front end: what the microphone callback does with each buffer before anything listens to it.
 
 In the input device's callback (PortAudio's thread), 10 ms at a time:
-1. the echo canceller removes the kiosk's own voice (:class:`edgevoice.echo_path.EchoPath`, fed with the exact
+1. the echo canceller removes the kiosk's own voice (:class:`edgevoice.audio.echo_path.EchoPath`, fed with the exact
    playback);
 2. the :class:`NearEndGate` watches the cleaned level while the kiosk speaks and pauses the speaker the moment the
    visitor starts talking over it (barge-in's fast path);
@@ -19,12 +19,12 @@ import logging
 
 import numpy as np
 
-from edgevoice.audio_timing import SampleAnchor
-from edgevoice.echo_path import EchoPath
+from edgevoice.audio.echo_path import EchoPath
+from edgevoice.audio.playback import PlaybackControl
+from edgevoice.audio.ring import SharedRing
+from edgevoice.audio.timing import SampleAnchor
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.interfaces import FloatAudio
-from edgevoice.playback import PlaybackControl
-from edgevoice.ring import SharedRing
 
 log = logging.getLogger(__name__)
 
