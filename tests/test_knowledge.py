@@ -9,13 +9,16 @@ import pytest
 
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.config import Config, config_from_dict
+from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
 from edgevoice.kiosk.prompt import DONT_KNOW, conversation
 from edgevoice.kiosk.retrieval import BM25Index, terms
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+
+SAMPLE_KNOWLEDGE = sample_knowledge()
+SAMPLE_PERSONA = sample_persona()
 
 # Development questions about the sample venue: the gate's threshold and the prompt were chosen on these, never on
 # the benchmark's questions (edgevoice/bench/quality_set.py).

@@ -14,11 +14,14 @@ import pytest
 
 from edgevoice.bench.quality_set import Question
 from edgevoice.config import Config
+from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.prompt import DONT_KNOW, conversation
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
 from edgevoice.kiosk.semantic import SemanticIndex, venue_name_pattern
 from tests.test_knowledge import DEV_IN, DEV_IN_3, DEV_NEAR, DEV_OUT, DEV_OUT_3, RecordingLlm
+
+SAMPLE_KNOWLEDGE = sample_knowledge()
+SAMPLE_PERSONA = sample_persona()
 
 # --- the wiring, on a fake encoder ------------------------------------------------------------------------------------
 
