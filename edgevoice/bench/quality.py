@@ -106,12 +106,12 @@ def run_quality(
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run the benchmark; return the report (plain data, JSON-ready)."""
-    from edgevoice.engines.factory import piper_files, resolve
+    from edgevoice.engines.factory import build_kiosk, piper_files, resolve
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
 
     config = sample_config(config)
-    kiosk = Kiosk.from_config(config)
+    kiosk = build_kiosk(config)
     asr_names = options.asr_models or available_models(store, "asr", config.models.asr)
     llm_names = options.llm_models or available_models(store, "llm", config.models.llm)
     started = time.perf_counter()
