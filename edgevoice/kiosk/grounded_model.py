@@ -27,12 +27,12 @@ from typing import Any
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
-from edgevoice.kiosk.prompt import DONT_KNOW
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
 
-_DECLINE = DONT_KNOW.removesuffix("the desk.")
-"""The opening of the refusal ("I don't know that, please ask at "), which a small model completes with a place."""
+_DECLINE = DONT_KNOW_OPENING
+"""The opening of the refusal, which a small model completes with a place."""
 
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
@@ -208,13 +208,13 @@ class GroundedModel:
         return grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
 
     def _redirect(self, place: str, grounding: Grounding | None) -> str:
-        """The refusal that sends the visitor to ``place`` ("the front desk."): "Please ask at"
-        that place when the best-matching entry's answer names it, else the plain refusal."""
+        """The refusal that sends the visitor to ``place`` ("the front desk."): :data:`~edgevoice.kiosk.prompt.REDIRECT`
+        to that place when the best-matching entry's answer names it, else the plain refusal."""
         best = grounding.entries[0] if grounding is not None and grounding.entries else None
         if best is None or not self.kiosk.check.names_only(place, best.answer):
             return DONT_KNOW
         place = place.strip()
-        return f"Please ask at {place}" if place.endswith((".", "!", "?")) else f"Please ask at {place}."
+        return REDIRECT.format(place=place if place.endswith((".", "!", "?")) else f"{place}.")
 
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""

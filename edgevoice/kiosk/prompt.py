@@ -20,6 +20,10 @@ _TEXT = data.table("en/prompt.toml")
 DONT_KNOW: str = _TEXT["dont_know"]
 """The answer to a question the knowledge does not answer (``edgevoice/data/en/prompt.toml``, as all the prompt's
 English text)."""
+DONT_KNOW_OPENING: str = _TEXT["dont_know_opening"]
+"""The opening of :data:`DONT_KNOW`, which a small model completes with a place of its own."""
+REDIRECT: str = _TEXT["redirect"]
+"""The refusal that names a place the knowledge gives (``{place}``), instead of the model's "I don't know"."""
 OFF_TOPIC: str = _TEXT["off_topic"]
 RULES: str = _TEXT["rules"]
 """The speaking rules with the venue facts in the prompt (``{max_sentences}``, ``{dont_know}`` filled in)."""
@@ -41,13 +45,13 @@ def system_prompt(persona: str, knowledge: str | None, *, max_sentences: int = 2
         rules = RETRIEVED_RULES.format(max_sentences=max_sentences, dont_know=DONT_KNOW)
         return f"{persona.strip()}\n\n{rules}"
     rules = RULES.format(max_sentences=max_sentences, dont_know=DONT_KNOW)
-    return f"{persona.strip()}\n\nVenue facts:\n{knowledge.strip()}\n\n{rules}"
+    return f"{persona.strip()}\n\n{_TEXT['facts_heading']}\n{knowledge.strip()}\n\n{rules}"
 
 
 def question_with_facts(question: str, facts: Sequence[str]) -> str:
     """A visitor's question preceded by the facts retrieved for it (retrieval mode)."""
-    listed = "\n".join(facts) if facts else "(none)"
-    return f"Venue facts:\n{listed}\n\nQuestion: {question}"
+    listed = "\n".join(facts) if facts else _TEXT["no_facts"]
+    return f"{_TEXT['facts_heading']}\n{listed}\n\n{_TEXT['question_heading']} {question}"
 
 
 def prefix_messages(
