@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from edgevoice import data
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.config import Config, config_from_dict
 from edgevoice.data import sample_knowledge, sample_persona
@@ -15,14 +16,14 @@ from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
-from edgevoice.kiosk.prompt import DONT_KNOW, conversation
-from edgevoice.kiosk.retrieval import BM25Index, terms
+from edgevoice.kiosk.prompt import DONT_KNOW, EXAMPLE_FACTS, EXAMPLES, conversation
+from edgevoice.kiosk.retrieval import STOP_WORDS, BM25Index, terms
 
 SAMPLE_KNOWLEDGE = sample_knowledge()
 SAMPLE_PERSONA = sample_persona()
 
 # Development questions about the sample venue: the gate's threshold and the prompt were chosen on these, never on
-# the benchmark's questions (edgevoice/bench/quality_set.py).
+# the benchmark's questions (edgevoice/data/sample_venue/quality_questions.toml).
 DEV_IN: tuple[Question, ...] = (
     Question("d-open", "When do you open in the morning?", (("10 am",),)),
     Question("d-sunday", "Is the museum open on Sunday?", (("yes", "10 am", "6 pm"),)),
@@ -408,6 +409,42 @@ def test_venue_examples_come_from_the_knowledge() -> None:
         "Venue facts:\nWhen is the museum open? " + turns[1] + "\n\nQuestion: When is the museum open?",
         turns[1],
     ]
+
+
+# --- data files ------------------------------------------------------------------------------------------------------
+
+
+def test_the_sample_venue_and_the_word_lists_are_read_from_the_data_files() -> None:
+    assert Config().kiosk.persona == SAMPLE_PERSONA and SAMPLE_PERSONA.startswith("You are Ada")
+    assert Config().kiosk.knowledge == SAMPLE_KNOWLEDGE and len(parse_knowledge(SAMPLE_KNOWLEDGE)) == 20
+    assert {"the", "where's", "inside"} <= STOP_WORDS and "toilet" not in STOP_WORDS
+    assert terms("Where is the restroom?") == ["toilet"] and terms("I want to wash my hands") == ["toilet"]
+    assert EXAMPLES[1] == ("Who won the football match yesterday?", DONT_KNOW)
+    assert EXAMPLE_FACTS[EXAMPLES[0][0]] == (" ".join(EXAMPLES[0]),)
+    assert len(IN_KNOWLEDGE) == 28 and len(OUT_OF_KNOWLEDGE) == 16
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "en/stop_words.txt",
+        "en/not_names.txt",
+        "en/reply_filler.txt",
+        "en/synonyms.toml",
+        "en/answer_types.toml",
+        "en/prompt.toml",
+        "sample_venue/quality_questions.toml",
+        "sample_venue/selftest_utterances.toml",
+        "sample_venue/engine_bench.toml",
+    ],
+)
+def test_each_data_file_says_what_it_is_for(name: str) -> None:
+    assert data.text(name).startswith("# ")
+    assert data.words(name) if name.endswith(".txt") else data.table(name)
+
+
+def test_the_verdict_names_are_the_strings_the_benchmark_prints() -> None:
+    assert [v.value for v in Verdict] == ["model", "gate", "direct", "unsupported", "echo"]
 
 
 # --- configuration ---------------------------------------------------------------------------------------------------

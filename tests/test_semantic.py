@@ -1,4 +1,4 @@
-"""Semantic matching in the kiosk's grounding (edgevoice/kiosk/semantic.py, Kiosk.ground): the wiring on a fake
+"""Semantic matching in the kiosk's grounding (edgevoice/kiosk/semantic.py, Matcher.ground): the wiring on a fake
 encoder, and (marked ``models``) the decisions all-MiniLM-L6-v2 gives on the development questions of
 tests/test_knowledge.py, where its thresholds were chosen (never on the benchmark's questions)."""
 
