@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from edgevoice import data
 from edgevoice.errors import ConfigError
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
 from edgevoice.paths import SYSTEM_CONFIG
 
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
@@ -133,8 +133,11 @@ class KioskConfig:
     reply_budget_s: float = field(default=4.0, metadata=_rng(0.5, 60.0))
     """Longest wait from the end of a turn to its first reply audio before the reply is abandoned for the
     fallback phrase."""
-    persona: str = SAMPLE_PERSONA
-    knowledge: str = SAMPLE_KNOWLEDGE
+    persona: str = field(default_factory=data.sample_persona)
+    """Who the assistant is and where; the default is the sample venue's (``edgevoice/data/sample_venue``)."""
+    knowledge: str = field(default_factory=data.sample_knowledge)
+    """The venue facts inline (question-and-answer lines, Markdown or TOML [[qa]]); the default is the sample
+    venue's."""
     knowledge_file: str = ""
     """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
     ``knowledge``."""
@@ -142,16 +145,17 @@ class KioskConfig:
     grounding_threshold: float = field(default=0.2, metadata=_rng(0.0, 1.0))
     """A question whose words the best knowledge entry covers less than this (idf-weighted share) is answered "I
     don't know" without asking the language model; 0 turns the gate off. Low on purpose: it stops questions that
-    share (almost) nothing with the knowledge; near misses ("how old is the whale?") are the model's to decline."""
+    share (almost) nothing with the knowledge; near misses (about an entry's subject, asking what it does not say)
+    are the model's to decline."""
     knowledge_budget_tokens: int = field(default=1000, metadata=_rng(50, 16384))
     """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
     ``retrieve_entries`` entries that match it best."""
     retrieve_entries: int = field(default=4, metadata=_rng(1, 20))
     hint_entries: int = field(default=1, metadata=_rng(0, 20))
     """With the whole knowledge in the prompt, also put this many best-matching entries right before each question
-    (a small model then copies the fact instead of searching for it); 0: none. On the development questions the
-    0.5B model gets 57 of 67 right with 1, 48 with 0; the entry's tokens are prefilled with the partial transcripts
-    while the visitor speaks, so the first token waits for them only when the best entry changes at the end."""
+    (a small model then copies the fact instead of searching for it); 0: none. The entry's tokens are prefilled with
+    the partial transcripts while the visitor speaks, so the first token waits for them only when the best entry
+    changes at the end."""
     venue_examples: int = field(default=0, metadata=_rng(0, 10))
     """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
     prompt, before the "I don't know" example."""
@@ -167,13 +171,12 @@ class KioskConfig:
     every entry get "I don't know". Off, or with the model not installed: by their words only."""
     mend_misheard: bool = True
     """With ``semantic``: a question no entry answers outright is tried with one or two words replaced by venue
-    words that sound nearly the same ("Tran" as "tram", "Wilcher" as "wheelchair"), and taken so when an entry then
-    answers it outright and it comes clearly closer in meaning (edgevoice/kiosk/sounds.py)."""
+    words that sound nearly the same ("Wilcher" as "wheelchair"), and taken so when an entry then answers it
+    outright and it comes clearly closer in meaning (edgevoice/kiosk/sounds.py)."""
     vocabulary_prompt: bool = False
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge. Off by
-    default: it got venue names right far more often (82 % against 47 % in `edgevoice bench --quality`), but a
-    prompted decode needs a longer window and costs 2.4 times as much (300 against 125 ms per question here), on
-    the path from the end of speech to the reply. Turn it on where visitors say the names."""
+    default: it gets venue names right far more often, but a prompted decode needs a longer window and costs more
+    than twice as much on the path from the end of speech to the reply. Turn it on where visitors say the names."""
 
 
 def _check_listen(key: str, value: str) -> None:

@@ -13,9 +13,9 @@ import numpy as np
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
+from edgevoice.engines.factory import build_kiosk
 from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
 from edgevoice.interfaces import Engines, FloatAudio
-from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import speech_segments
 from edgevoice.reply.responder import ReplyTrace, Responder
 
@@ -32,7 +32,7 @@ class Assistant:
         self.config = config
         self.engines = engines
         self.clock = clock or MonotonicClock()
-        self.kiosk = Kiosk.from_config(config)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
+        self.kiosk = build_kiosk(config)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
         self.prefix = self.kiosk.prefix
         count = getattr(engines.llm, "count_tokens", None)
         self.responder = Responder(

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.kiosk.answer_types import AnswerType, asked_type, has_type, lacks_asked
 from edgevoice.kiosk.grounding import Kiosk
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+
+SAMPLE_KNOWLEDGE = sample_knowledge()
+SAMPLE_PERSONA = sample_persona()
 
 
 @pytest.mark.parametrize(

@@ -7,18 +7,23 @@ from pathlib import Path
 
 import pytest
 
+from edgevoice import data
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.config import Config, config_from_dict
+from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
-from edgevoice.kiosk.prompt import DONT_KNOW, conversation
-from edgevoice.kiosk.retrieval import BM25Index, terms
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
+from edgevoice.kiosk.prompt import DONT_KNOW, EXAMPLE_FACTS, EXAMPLES, conversation
+from edgevoice.kiosk.retrieval import STOP_WORDS, BM25Index, terms
+
+SAMPLE_KNOWLEDGE = sample_knowledge()
+SAMPLE_PERSONA = sample_persona()
 
 # Development questions about the sample venue: the gate's threshold and the prompt were chosen on these, never on
-# the benchmark's questions (edgevoice/bench/quality_set.py).
+# the benchmark's questions (edgevoice/data/sample_venue/quality_questions.toml).
 DEV_IN: tuple[Question, ...] = (
     Question("d-open", "When do you open in the morning?", (("10 am",),)),
     Question("d-sunday", "Is the museum open on Sunday?", (("yes", "10 am", "6 pm"),)),
@@ -406,6 +411,42 @@ def test_venue_examples_come_from_the_knowledge() -> None:
     ]
 
 
+# --- data files ------------------------------------------------------------------------------------------------------
+
+
+def test_the_sample_venue_and_the_word_lists_are_read_from_the_data_files() -> None:
+    assert Config().kiosk.persona == SAMPLE_PERSONA and SAMPLE_PERSONA.startswith("You are Ada")
+    assert Config().kiosk.knowledge == SAMPLE_KNOWLEDGE and len(parse_knowledge(SAMPLE_KNOWLEDGE)) == 20
+    assert {"the", "where's", "inside"} <= STOP_WORDS and "toilet" not in STOP_WORDS
+    assert terms("Where is the restroom?") == ["toilet"] and terms("I want to wash my hands") == ["toilet"]
+    assert EXAMPLES[1] == ("Who won the football match yesterday?", DONT_KNOW)
+    assert EXAMPLE_FACTS[EXAMPLES[0][0]] == (" ".join(EXAMPLES[0]),)
+    assert len(IN_KNOWLEDGE) == 28 and len(OUT_OF_KNOWLEDGE) == 16
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "en/stop_words.txt",
+        "en/not_names.txt",
+        "en/reply_filler.txt",
+        "en/synonyms.toml",
+        "en/answer_types.toml",
+        "en/prompt.toml",
+        "sample_venue/quality_questions.toml",
+        "sample_venue/selftest_utterances.toml",
+        "sample_venue/engine_bench.toml",
+    ],
+)
+def test_each_data_file_says_what_it_is_for(name: str) -> None:
+    assert data.text(name).startswith("# ")
+    assert data.words(name) if name.endswith(".txt") else data.table(name)
+
+
+def test_the_verdict_names_are_the_strings_the_benchmark_prints() -> None:
+    assert [v.value for v in Verdict] == ["model", "gate", "direct", "unsupported", "echo"]
+
+
 # --- configuration ---------------------------------------------------------------------------------------------------
 
 
@@ -435,10 +476,12 @@ def test_a_partly_covered_question_gets_its_reply_checked_against_the_knowledge(
     assert kiosk.ground(question).known and kiosk.ground(question).coverage < kiosk.verify_below
     invented = kiosk.grounded(RecordingLlm("The whale skeleton is 25 metres long and 120 years old."))
     pieces = list(invented.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
-    assert "".join(pieces) == DONT_KNOW and invented.last_verdict == "unsupported"
+    assert "".join(pieces) == DONT_KNOW and invented.last_verdict is Verdict.UNSUPPORTED
     honest = kiosk.grounded(RecordingLlm("The whale skeleton is in the whale hall on the first floor."))
     reply = "".join(honest.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
-    assert reply == "The whale skeleton is in the whale hall on the first floor." and honest.last_verdict == "model"
+    assert (
+        reply == "The whale skeleton is in the whale hall on the first floor." and honest.last_verdict is Verdict.MODEL
+    )
 
 
 class WordByWordLlm(RecordingLlm):
@@ -469,7 +512,7 @@ def test_a_checked_reply_speaks_each_supported_sentence_as_soon_as_it_is_complet
     assert spoken_after == 10  # its ten words, not one more
     rest = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
     # the invented second sentence ends the reply there: the supported first one stays, nothing after it
-    assert rest == "It is in the whale hall on the first floor." and grounded.last_verdict == "unsupported"
+    assert rest == "It is in the whale hall on the first floor." and grounded.last_verdict is Verdict.UNSUPPORTED
 
 
 def _spoken(grounded: object, question: str, prefix: Sequence[ChatMessage]) -> list[str]:
@@ -486,7 +529,7 @@ def test_a_refusal_that_names_the_place_its_entry_gives_is_spoken_as_that_place(
     # nothing of the refusal was ever handed on: the first words out are the mended sentence
     assert pieces[0] == "Please ask at the cloakroom on the ground floor."
     assert "".join(pieces) == "Please ask at the cloakroom on the ground floor. It opens at 10 am."
-    assert grounded.last_verdict == "model"
+    assert grounded.last_verdict is Verdict.MODEL
 
 
 def test_a_refusal_that_names_another_place_becomes_the_plain_refusal_and_ends_the_reply(kiosk: Kiosk) -> None:
@@ -515,10 +558,10 @@ def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_ent
     assert kiosk.ground(question).coverage < kiosk.verify_below
     grounded = kiosk.grounded(WordByWordLlm("Yes, photography is allowed. Enjoy your visit."))
     assert "".join(_spoken(grounded, question, kiosk.prefix)) == "Yes, without flash."
-    assert grounded.last_verdict == "echo"
+    assert grounded.last_verdict is Verdict.ECHO
     informed = kiosk.grounded(WordByWordLlm("Yes, photography is allowed without flash."))
     assert "".join(_spoken(informed, question, kiosk.prefix)) == "Yes, photography is allowed without flash."
-    assert informed.last_verdict == "model"
+    assert informed.last_verdict is Verdict.MODEL
 
 
 def test_a_streamed_reply_that_says_the_visitors_words_back_gives_way_to_the_best_entrys_answer(kiosk: Kiosk) -> None:
@@ -528,9 +571,9 @@ def test_a_streamed_reply_that_says_the_visitors_words_back_gives_way_to_the_bes
     grounded = kiosk.grounded(WordByWordLlm("Each children have to pay. Enjoy your visit."))
     pieces = _spoken(grounded, heard, kiosk.prefix)
     assert pieces == [kiosk.ground(heard).entries[0].answer]  # the tickets entry: "... children under 12 free ..."
-    assert grounded.last_verdict == "echo"
+    assert grounded.last_verdict is Verdict.ECHO
     cut = kiosk.grounded(WordByWordLlm("Each children have to"))  # the reply ended inside the echo
-    assert _spoken(cut, heard, kiosk.prefix) == pieces and cut.last_verdict == "echo"
+    assert _spoken(cut, heard, kiosk.prefix) == pieces and cut.last_verdict is Verdict.ECHO
 
 
 def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kiosk: Kiosk) -> None:
@@ -539,7 +582,7 @@ def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kios
     grounded = kiosk.grounded(llm)
     stream = grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40)
     assert next(stream) == "No," and llm.given == 1  # an answer streams from its first word
-    assert "".join(["No,", *stream]) == "No, children under 12 are free." and grounded.last_verdict == "model"
+    assert "".join(["No,", *stream]) == "No, children under 12 are free." and grounded.last_verdict is Verdict.MODEL
     # a reply that begins like the question and goes on otherwise is held for those words, then passes unchanged
     going_on = kiosk.grounded(WordByWordLlm("Do children pay? No, children under 12 are free."))
     assert "".join(_spoken(going_on, question, kiosk.prefix)) == "Do children pay? No, children under 12 are free."
@@ -551,7 +594,7 @@ def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kios
     # small talk is said back, and that is no echo
     greeting = kiosk.grounded(WordByWordLlm("Hello! How can I help you?"))
     assert "".join(_spoken(greeting, "Hello!", kiosk.prefix)) == "Hello! How can I help you?"
-    assert greeting.last_verdict == "model"
+    assert greeting.last_verdict is Verdict.MODEL
 
 
 def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk) -> None:
@@ -564,7 +607,7 @@ def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk
 def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
     grounded = kiosk.grounded(RecordingLlm("It is 99 euros, founded in 1700."))  # wrong, but the check is skipped
     reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], "How much are tickets?"), max_tokens=40))
-    assert reply == "It is 99 euros, founded in 1700." and grounded.last_verdict == "model"
+    assert reply == "It is 99 euros, founded in 1700." and grounded.last_verdict is Verdict.MODEL
 
 
 @pytest.mark.parametrize(
@@ -602,7 +645,7 @@ def test_a_question_one_entry_answers_outright_gets_its_answer_without_the_model
     grounded = kiosk.grounded(llm)
     messages = conversation(kiosk.prefix, [], question)
     assert "".join(grounded.stream_reply(messages, max_tokens=40)) == answer
-    assert llm.prompts == [] and grounded.last_verdict == "direct"
+    assert llm.prompts == [] and grounded.last_verdict is Verdict.DIRECT
     assert grounded.prefill(messages) == 0  # nothing for the model to prepare either
 
 

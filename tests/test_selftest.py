@@ -14,7 +14,7 @@ import pytest
 
 from edgevoice.bench.pipeline import answered_by
 from edgevoice.config import Config
-from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.engines.factory import build_kiosk
 from edgevoice.selftest import measure
 from edgevoice.selftest.chart import waterfall
 from edgevoice.selftest.report import SPEAKER_SIDE, TRACE_TOTAL, exit_code, report, rows, table
@@ -143,7 +143,7 @@ def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_b
     assert data["exit_code"] == 1 and len(data["turns"]) == 2
     assert all(t["reply"] and t["voice_to_voice_ms"] > 0 for t in data["turns"])
     # the second bundled question is the language model's to answer (neither the gate's nor a direct answer)
-    assert answered_by(Kiosk.from_config(Config()), str(data["turns"][1]["transcript"])) == "model", data["turns"][1]
+    assert answered_by(build_kiosk(Config()), str(data["turns"][1]["transcript"])) == "model", data["turns"][1]
     measured = data["speaker_side_ms"], [(t["transcript"], t["reply"], t["voice_to_voice_ms"]) for t in data["turns"]]
     assert all(s is not None and 0.05 < s / 1000 < 10 for s in data["speaker_side_ms"]), measured
     stages = {r["name"]: r for r in data["table"]}

@@ -1,4 +1,4 @@
-"""Semantic matching in the kiosk's grounding (edgevoice/kiosk/semantic.py, Kiosk.ground): the wiring on a fake
+"""Semantic matching in the kiosk's grounding (edgevoice/kiosk/semantic.py, Matcher.ground): the wiring on a fake
 encoder, and (marked ``models``) the decisions all-MiniLM-L6-v2 gives on the development questions of
 tests/test_knowledge.py, where its thresholds were chosen (never on the benchmark's questions)."""
 
@@ -14,11 +14,16 @@ import pytest
 
 from edgevoice.bench.quality_set import Question
 from edgevoice.config import Config
+from edgevoice.data import sample_knowledge, sample_persona
+from edgevoice.engines.factory import build_kiosk
 from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, conversation
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
 from edgevoice.kiosk.semantic import SemanticIndex, venue_name_pattern
 from tests.test_knowledge import DEV_IN, DEV_IN_3, DEV_NEAR, DEV_OUT, DEV_OUT_3, RecordingLlm
+
+SAMPLE_KNOWLEDGE = sample_knowledge()
+SAMPLE_PERSONA = sample_persona()
 
 # --- the wiring, on a fake encoder ------------------------------------------------------------------------------------
 
@@ -89,13 +94,13 @@ def test_semantic_off_or_no_model_installed_leaves_the_words_to_decide(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = Config()
-    with caplog.at_level(logging.INFO, logger="edgevoice.kiosk.grounding"):
-        off = Kiosk.from_config(replace(config, kiosk=replace(config.kiosk, semantic=False)))
+    with caplog.at_level(logging.INFO, logger="edgevoice.engines.factory"):
+        off = build_kiosk(replace(config, kiosk=replace(config.kiosk, semantic=False)))
     assert off.semantic is None and "semantic matching off ([kiosk] semantic = false)" in caplog.text
     caplog.clear()
     empty = replace(config, models=replace(config.models, dir=str(tmp_path)))  # a models directory without it
-    with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.grounding"):
-        missing = Kiosk.from_config(empty)
+    with caplog.at_level(logging.WARNING, logger="edgevoice.engines.factory"):
+        missing = build_kiosk(empty)
     assert missing.semantic is None
     assert "semantic matching off" in caplog.text and "edgevoice models install all-minilm-l6-v2" in caplog.text
     lexical = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE)
@@ -108,7 +113,7 @@ def test_semantic_off_or_no_model_installed_leaves_the_words_to_decide(
 
 @pytest.fixture(scope="module")
 def semantic() -> Kiosk:
-    return Kiosk.from_config(Config())
+    return build_kiosk(Config())
 
 
 @pytest.fixture(scope="module")
@@ -220,9 +225,9 @@ def test_the_grounded_model_speaks_a_paraphrases_answer_at_once(semantic: Kiosk)
     grounded = semantic.grounded(llm)
     messages = conversation(semantic.prefix, [], "How long before closing do you stop letting people in?")
     assert "".join(grounded.stream_reply(messages, max_tokens=40)) == "Half an hour before closing."
-    assert llm.prompts == [] and grounded.last_verdict == "direct"
+    assert llm.prompts == [] and grounded.last_verdict is Verdict.DIRECT
     stopped = conversation(semantic.prefix, [], "What is two plus two?")
-    assert "".join(grounded.stream_reply(stopped, max_tokens=40)) == DONT_KNOW and grounded.last_verdict == "gate"
+    assert "".join(grounded.stream_reply(stopped, max_tokens=40)) == DONT_KNOW and grounded.last_verdict is Verdict.GATE
 
 
 # Heard by tiny.en in the spoken development questions (a voice of edgevoice/bench/audio_set.py, clean, 20 or 10 dB).
@@ -247,7 +252,7 @@ MISHEARD_LEFT = (
 @pytest.mark.parametrize("heard", sorted(MISHEARD_IN))
 def test_a_misheard_venue_word_is_mended_when_an_entry_then_answers_outright(semantic: Kiosk, heard: str) -> None:
     word, fact = MISHEARD_IN[heard]
-    plain = Kiosk.from_config(replace(Config(), kiosk=replace(Config().kiosk, mend_misheard=False)))
+    plain = build_kiosk(replace(Config(), kiosk=replace(Config().kiosk, mend_misheard=False)))
     assert plain.ground(heard).direct is None
     grounding = semantic.ground(heard)
     assert word in grounding.question.lower() and grounding.direct is not None and fact in grounding.direct

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from edgevoice.data import sample_persona
 from edgevoice.engines.piper_onnx import espeak_phonemes
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.retrieval import STOP_WORDS
-from edgevoice.kiosk.sample_venue import SAMPLE_PERSONA
 from edgevoice.kiosk.sounds import SoundLexicon, phonetic_distance
 from tests.test_semantic import FAKE_KNOWLEDGE, ConceptEmbedder
+
+SAMPLE_PERSONA = sample_persona()
 
 
 @pytest.mark.parametrize(

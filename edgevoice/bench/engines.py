@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgevoice import data
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import FloatAudio
@@ -25,8 +26,8 @@ from edgevoice.models.store import ModelStore
 from edgevoice.selftest.utterances import UTTERANCES
 
 Progress = Callable[[str], None]
-QUESTION = "Where is the whale skeleton?"
-CLAUSE = "The whale skeleton hangs in the great hall on the first floor."
+QUESTION: str = data.table("sample_venue/engine_bench.toml")["question"]
+CLAUSE: str = data.table("sample_venue/engine_bench.toml")["clause"]
 FIRST_CLAUSE_TOKENS = 8
 """Tokens of a first clause (six words and their punctuation): the generation the first audio waits for."""
 

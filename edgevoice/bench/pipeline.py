@@ -116,9 +116,9 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
 
 
 def _kiosk(config: Config) -> Kiosk:
-    from edgevoice.kiosk.grounding import Kiosk
+    from edgevoice.engines.factory import build_kiosk
 
-    return Kiosk.from_config(config)
+    return build_kiosk(config)
 
 
 def _round(value: float | None) -> float | None:

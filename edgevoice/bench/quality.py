@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from edgevoice import data
 from edgevoice.bench.audio_set import RATE, VOICES, Voice, mix_at_snr, non_speech_clips, with_pauses
 from edgevoice.bench.quality_answers import answer_all
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
@@ -31,7 +32,6 @@ from edgevoice.bench.scoring import corpus_wer, words
 from edgevoice.config import Config
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.grounding import Kiosk
-from edgevoice.kiosk.sample_venue import SAMPLE_KNOWLEDGE, SAMPLE_PERSONA
 from edgevoice.listen.vad import speech_segments
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.speech_text import normalize_for_speech
@@ -60,8 +60,7 @@ class QualityOptions:
     seed: int = 0
     round_trip_draws: int = 10
     """Times each reply is synthesized for the round trip: the voice's noise (as the kiosk speaks) makes one
-    rendering differ from the next. Over the same 45 replies, the mean of three renderings varied by a whole point
-    between runs of the same code (4.6 to 5.6 % WER), the mean of ten by half a point."""
+    rendering differ from the next, and the mean of a few renderings varies too much between runs."""
 
     def defaults_only(self, config: Config) -> QualityOptions:
         """Only the configured recognizer and language model."""
@@ -89,7 +88,7 @@ class Utterance:
 
 def sample_config(config: Config) -> Config:
     """The config with the sample venue as knowledge: the questions are about it, whatever the operator's venue."""
-    kiosk = replace(config.kiosk, persona=SAMPLE_PERSONA, knowledge=SAMPLE_KNOWLEDGE, knowledge_file="")
+    kiosk = replace(config.kiosk, persona=data.sample_persona(), knowledge=data.sample_knowledge(), knowledge_file="")
     return replace(config, kiosk=kiosk)
 
 
@@ -107,12 +106,12 @@ def run_quality(
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run the benchmark; return the report (plain data, JSON-ready)."""
-    from edgevoice.engines.factory import piper_files, resolve
+    from edgevoice.engines.factory import build_kiosk, piper_files, resolve
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
 
     config = sample_config(config)
-    kiosk = Kiosk.from_config(config)
+    kiosk = build_kiosk(config)
     asr_names = options.asr_models or available_models(store, "asr", config.models.asr)
     llm_names = options.llm_models or available_models(store, "llm", config.models.llm)
     started = time.perf_counter()

@@ -82,7 +82,8 @@ def answer_inputs(
         responder.history.clear()  # every question on its own, as a new visitor asks it
         trace = ReplyTrace(i, committed=clock.now())
         responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
-        verdict = grounded.last_verdict if text.strip() else "no speech"
+        said = grounded.last_verdict
+        verdict = "no speech" if not text.strip() else said.value if said is not None else ""
         out[text] = (trace.reply, verdict, (trace.done or clock.now()) - trace.committed)
     return out
 

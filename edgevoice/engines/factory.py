@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, ModelMissingError
 from edgevoice.interfaces import Engines
+from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.semantic import Embedder
+from edgevoice.kiosk.sounds import Phonemize
 from edgevoice.models.store import ModelStore
 
 if TYPE_CHECKING:
@@ -157,3 +160,33 @@ def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbe
     )
     log.info("embedding model %s loaded in %.0f ms", files["weights"].name, 1000 * (time.perf_counter() - t))
     return embedder
+
+
+def build_kiosk(config: Config, *, embedder: Embedder | None = None, store: ModelStore | None = None) -> Kiosk:
+    """The kiosk the config describes, with its models. With ``[kiosk] semantic`` (the default) the embedding model
+    (``[models] embed``) is loaded unless ``embedder`` is given; a model that is not installed leaves the words alone
+    to decide, with a warning. With ``[kiosk] mend_misheard`` as well, espeak-ng's phonemes mend misheard venue
+    words."""
+    k = config.kiosk
+    if not k.semantic:
+        embedder = None
+        log.info("semantic matching off ([kiosk] semantic = false): questions are matched by their words")
+    elif embedder is None:
+        try:
+            embedder = load_embedder(config, store)
+        except (ModelMissingError, ImportError) as exc:
+            log.warning("semantic matching off (%s): questions are matched by their words only", exc)
+    phonemize = load_phonemizer() if k.mend_misheard and embedder is not None else None
+    return Kiosk.from_config(config, embedder=embedder, phonemize=phonemize)
+
+
+def load_phonemizer() -> Phonemize | None:
+    """espeak-ng's text-to-phonemes (the copy bundled with the voice), to mend misheard venue words; None, with a
+    warning, when it cannot be loaded."""
+    try:
+        from edgevoice.engines.piper_onnx import espeak_phonemes
+
+        return espeak_phonemes()
+    except (ImportError, OSError, RuntimeError) as exc:
+        log.warning("misheard venue words are not mended (no phonemizer: %s)", exc)
+        return None

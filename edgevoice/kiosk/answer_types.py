@@ -1,14 +1,15 @@
 """What kind of answer a question asks for, and whether an entry's answer has one.
 
-A question about an entry's subject can ask something the entry does not say: "how much is a coffee in the cafe?"
-is close in meaning to "is there a cafe?" (its answer: where the cafe is and when it opens), and so is "how many
-lockers are there?" to "where can I leave my coat or bag?". Question answering systems have long checked the
-*expected answer type* (TREC's QA track, Moldovan et al. 2000): a "how much" question wants an amount of money, a
-"how many" question a number, a "how long" question a duration, "who discovered the wreck?" a person.
+A question about an entry's subject can ask something the entry does not say: "how much is a coffee in the
+restaurant?" is close in meaning to "is there a restaurant?" (its answer: where it is and when it opens), and so is
+"how many lockers are there?" to "where can I leave my coat or bag?". Question answering systems have long checked
+the *expected answer type* (TREC's QA track, Moldovan et al. 2000): a "how much" question wants an amount of money, a
+"how many" question a number, a "how long" question a duration, "who built the tower?" a person.
 :func:`asked_type` reads the type off the question's wording (only the few unambiguous ones: "who" asks a person
 only with a verb of making, finding or running, or a role such as "the director"; "who can help?" is answered by a
 place, and "where" is left alone); :func:`has_type` looks for an answer of that type in a text (a person: a role
-word, a title before a name, or "by" before a name). The kiosk (:mod:`edgevoice.kiosk.grounding`) gives a question
+word, a title before a name, or "by" before a name). The words these are built from are in
+``edgevoice/data/en/answer_types.toml``. The kiosk (:mod:`edgevoice.kiosk.grounding`) gives a question
 whose best entry has no answer of the asked type no answer from that entry.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+
+from edgevoice import data
 
 __all__ = ["AnswerType", "asked_type", "has_type", "lacks_asked"]
 
@@ -28,24 +31,22 @@ class AnswerType(Enum):
     PERSON = "person"
 
 
-_NUMBER_WORDS = (
-    r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|"
-    r"eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|a dozen|dozens|"
-    r"several|a few|a couple"
-)
+_WORDS = data.table("en/answer_types.toml")
+
+
+def _alternatives(key: str) -> str:
+    """The words of ``key`` in the answer types' data file as regex alternatives ("artist(s)": "artists?")."""
+    return "|".join(re.escape(w.removesuffix("(s)")) + ("s?" if w.endswith("(s)") else "") for w in _WORDS[key])
+
+
+_NUMBER_WORDS = _alternatives("number_words")
 _COUNT = rf"(?:\d+(?:[.,]\d+)*|{_NUMBER_WORDS})"
 _NUMBER = rf"(?:{_COUNT}|an?|half)"
 
-_ROLES = (
-    r"artists?|painters?|sculptors?|photographers?|architects?|designers?|builders?|founders?|owners?|directors?|"
-    r"curators?|captains?|authors?|writers?|creators?|makers?|inventors?|discoverers?|explorers?|donors?|"
-    r"collectors?|patrons?|managers?|chairman|chairwoman|president|mayor|king|queen"
-)
-_MADE = (  # verbs of making, finding or running something, in any tense ("painted", "paints", "drew")
-    r"(?:paint|design|found|discover|invent|sculpt|photograph|direct|own|start|establish|collect|restore|fund|"
-    r"build|make|write|create|carve|compose|donate|excavate|raise|draw)(?:ed|d|s|es)?|"
-    r"built|made|wrote|written|drew|drawn|ran|runs|sank|sunk|paid for"
-)
+_ROLES = _alternatives("roles")
+_MADE = rf"(?:{_alternatives('made_stems')})(?:ed|d|s|es)?|{_alternatives('made_forms')}"
+"""Verbs of making, finding or running something, in any tense ("painted", "paints", "drew")."""
+_TITLES = _alternatives("titles")
 
 _ASKS: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
     (
@@ -69,15 +70,14 @@ _ASKS: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
 
 _HAS: dict[AnswerType, re.Pattern[str]] = {
     AnswerType.MONEY: re.compile(
-        rf"[€$£]\s?\d|\d\s?[€$£]|\b{_NUMBER}\s+(?:euros?|eur|dollars?|usd|pounds?|gbp|cents?|pence)\b|\bfree\b|"
-        r"\bno charge\b|\bnothing\b|\bincluded\b",
+        rf"[€$£]\s?\d|\d\s?[€$£]|\b{_NUMBER}\s+(?:{_alternatives('money_units')})\b|"
+        rf"\b(?:{_alternatives('money_words')})\b",
         re.IGNORECASE,
     ),
     AnswerType.COUNT: re.compile(rf"\b{_COUNT}\b", re.IGNORECASE),
     AnswerType.DURATION: re.compile(
-        rf"\b{_NUMBER}\s+(?:(?:and a half|or so)\s+)?"
-        r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)\b|"
-        r"\buntil\b|\btill\b|\ball day\b|\bovernight\b|\bquarter of an hour\b",
+        rf"\b{_NUMBER}\s+(?:(?:and a half|or so)\s+)?(?:{_alternatives('duration_units')})\b|"
+        rf"\b(?:{_alternatives('duration_words')})\b",
         re.IGNORECASE,
     ),
     AnswerType.CLOCK: re.compile(
@@ -87,7 +87,7 @@ _HAS: dict[AnswerType, re.Pattern[str]] = {
     ),
     # Case matters here: a name is capitalised ("painted by Anna Berg", "Captain Hendrik Vos", "Dr. Lee").
     AnswerType.PERSON: re.compile(
-        rf"\b(?i:{_ROLES})\b|\b(?:Mr|Mrs|Ms|Dr|Sir|Dame|Lady|Lord|Prof|Professor|Captain|Saint|St)\.? [A-Z]|"
+        rf"\b(?i:{_ROLES})\b|\b(?:{_TITLES})\.? [A-Z]|"
         r"\b(?i:by) (?:the )?[A-Z][a-z]"
     ),
 }
@@ -109,8 +109,8 @@ def has_type(text: str, kind: AnswerType) -> bool:
 
 
 def lacks_asked(question: str, answer: str, answers: str = "") -> bool:
-    """``question`` asks for a kind of answer that ``answer`` does not have ("how much is a coffee in the cafe?",
-    "the Lighthouse Cafe is on the top floor, open from 10 am to 5 pm"). ``answers``: the question the operator
+    """``question`` asks for a kind of answer that ``answer`` does not have ("how much is a coffee in the
+    restaurant?", "the restaurant is on the top floor, open from 10 am to 5 pm"). ``answers``: the question the operator
     wrote ``answer`` for; one asking the same kind vouches for it ("who painted the panorama? Anna Berg.": a bare
     name is no pattern's)."""
     kind = asked_type(question)

@@ -1,21 +1,20 @@
-"""The language model behind the kiosk's grounding: a wrapper that consults the
-:class:`~edgevoice.kiosk.grounding.Kiosk` about the visitor's last question (gate, direct answer, retrieved facts) and
-checks a partly covered question's reply sentence by sentence (see :mod:`edgevoice.kiosk.grounding`).
+"""The language model behind the kiosk's grounding: a wrapper that consults the kiosk
+(:class:`~edgevoice.kiosk.grounding_types.GroundingSource`) about the visitor's last question (gate, direct answer,
+retrieved facts) and checks a partly covered question's reply sentence by sentence (see
+:mod:`edgevoice.kiosk.grounding`).
 
 Two mistakes of a small model are mended on the way out:
 
-* **A refusal that answers** ("I don't know that, please ask at the cloakroom on the ground floor."): the model
-  borrowed the refusal's words to send the visitor where the best-matching entry says. When the place it names is
-  the one that entry gives, the refusal is dropped ("Please ask at the cloakroom on the ground floor."); any other
-  place becomes the plain :data:`~edgevoice.kiosk.prompt.DONT_KNOW`, since an invented desk is no better than an
-  invented fact.
+* **A refusal that answers** ("I don't know that, please ask at <a place>."): the model borrowed the refusal's words
+  to send the visitor where the best-matching entry says. When the place it names is the one that entry gives, the
+  refusal is dropped ("Please ask at <that place>."); any other place becomes the plain
+  :data:`~edgevoice.kiosk.prompt.DONT_KNOW`, since an invented desk is no better than an invented fact.
 * **An echo** (checked replies): a first sentence that says nothing the question did not ("Is photography
   permitted?" "Yes, photography is permitted.") asserts without a fact behind it. The best-matching entry's answer,
   as the operator wrote it, is spoken instead ("Yes, without flash."). Any reply, checked or not, whose first
   sentence is the visitor's own words said back ("Each children have to pay.", for "do children have to pay?"
   misheard as a statement) is an echo too. It is held only while its words are the start of the question's, which
-  an answer's hardly ever are (none of the 209 replies the 0.5B generated for the development questions, written
-  and spoken, began with the question's first word), so no other reply waits for it.
+  an answer's hardly ever are, so no other reply waits for it.
 """
 
 from __future__ import annotations
@@ -23,19 +22,17 @@ from __future__ import annotations
 import re
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import LanguageModel
-from edgevoice.kiosk.prompt import DONT_KNOW
-
-if TYPE_CHECKING:
-    from edgevoice.kiosk.grounding import Grounding, Kiosk
+from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
 
-_DECLINE = DONT_KNOW.removesuffix("the desk.")
-"""The opening of the refusal ("I don't know that, please ask at "), which a small model completes with a place."""
+_DECLINE = DONT_KNOW_OPENING
+"""The opening of the refusal, which a small model completes with a place."""
 
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
@@ -60,21 +57,19 @@ def _whole_words_begin(text: str, start: str) -> bool:
 
 
 class GroundedModel:
-    """A :class:`~edgevoice.interfaces.LanguageModel` that consults the :class:`Kiosk` before the model answers.
+    """A :class:`~edgevoice.interfaces.LanguageModel` that consults the kiosk before the model answers.
 
     The last message, if the visitor's, is grounded: an uncovered question gets :data:`DONT_KNOW` at once, a covered
     one goes to the model (with its retrieved facts in retrieval mode). Anything else (``prefill``,
     ``count_tokens``, ``forget_messages``, ``close``...) is the wrapped model's."""
 
-    def __init__(self, llm: LanguageModel, kiosk: Kiosk) -> None:
+    def __init__(self, llm: LanguageModel, kiosk: GroundingSource) -> None:
         self.llm = llm
         self.kiosk = kiosk
         self.last_grounding: Grounding | None = None
         """The grounding of the last question answered (for benchmarks and logs)."""
-        self.last_verdict = ""
-        """Who answered the last question: ``"gate"`` (not covered), ``"direct"`` (an entry's answer, without the
-        model), ``"unsupported"`` (the model's reply was replaced by "I don't know"), ``"echo"`` (its reply only
-        echoed the question and was replaced by the best entry's answer) or ``"model"``."""
+        self.last_verdict: Verdict | None = None
+        """Who answered the last question (None: none asked yet)."""
 
     def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
         if not messages or messages[-1].role != "user":
@@ -86,13 +81,13 @@ class GroundedModel:
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
         rewritten, grounding = self._rewrite(messages)
         self.last_grounding = grounding
-        self.last_verdict = "model"
+        self.last_verdict = Verdict.MODEL
         if grounding is not None and not grounding.known:
-            self.last_verdict = "gate"
+            self.last_verdict = Verdict.GATE
             yield DONT_KNOW
             return
         if grounding is not None and grounding.direct is not None:
-            self.last_verdict = "direct"
+            self.last_verdict = Verdict.DIRECT
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
@@ -115,7 +110,7 @@ class GroundedModel:
                 while (end := _SENTENCE_END.search(pending)) is not None:
                     sentence, pending = pending[: end.end()], pending[end.end() :]
                     if not self.kiosk.check.supported(spoken + sentence, question):
-                        self.last_verdict = "unsupported"
+                        self.last_verdict = Verdict.UNSUPPORTED
                         if not spoken:
                             yield DONT_KNOW
                         return
@@ -134,9 +129,9 @@ class GroundedModel:
                 yield pending
                 spoken += pending
             else:
-                self.last_verdict = "unsupported"
+                self.last_verdict = Verdict.UNSUPPORTED
         if not spoken.strip():
-            self.last_verdict = "unsupported"
+            self.last_verdict = Verdict.UNSUPPORTED
             yield DONT_KNOW
 
     def _mend_refusal(self, stream: Iterator[str], grounding: Grounding | None) -> Generator[str, None, None]:
@@ -209,17 +204,17 @@ class GroundedModel:
     def _instead_of_echo(self, grounding: Grounding | None) -> str:
         """What is said instead of a reply that echoes the question: the best-matching entry's answer, as the
         operator wrote it (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one)."""
-        self.last_verdict = "echo"
+        self.last_verdict = Verdict.ECHO
         return grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
 
     def _redirect(self, place: str, grounding: Grounding | None) -> str:
-        """The refusal that sends the visitor to ``place`` ("the cloakroom on the ground floor."): "Please ask at"
-        that place when the best-matching entry's answer names it, else the plain refusal."""
+        """The refusal that sends the visitor to ``place`` ("the front desk."): :data:`~edgevoice.kiosk.prompt.REDIRECT`
+        to that place when the best-matching entry's answer names it, else the plain refusal."""
         best = grounding.entries[0] if grounding is not None and grounding.entries else None
         if best is None or not self.kiosk.check.names_only(place, best.answer):
             return DONT_KNOW
         place = place.strip()
-        return f"Please ask at {place}" if place.endswith((".", "!", "?")) else f"Please ask at {place}."
+        return REDIRECT.format(place=place if place.endswith((".", "!", "?")) else f"{place}.")
 
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""

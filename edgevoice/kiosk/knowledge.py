@@ -4,7 +4,7 @@ Three ways to write them, told apart by their content:
 
 * **Question and answer per line** (the sample venue): ``Where are the toilets? On every floor, next to the lifts.``
 * **Markdown**: a heading names a topic and every bullet, numbered item or paragraph under it is one entry
-  (``## Tickets`` / ``- Adults 14 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
+  (``## Prices`` / ``- Adults 14 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
   links and code marks are dropped: the model must not learn markdown from its own prompt.
 * **TOML**: ``[[qa]]`` tables with ``question``, ``answer`` and optional ``keywords`` (words visitors use that the
   answer does not contain, e.g. ``["restroom", "loo"]``).
@@ -20,12 +20,13 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from edgevoice import data
 from edgevoice.errors import ConfigError
 
 __all__ = ["Entry", "compile_knowledge", "estimate_tokens", "example_turns", "parse_knowledge", "venue_vocabulary"]
 
 CHARS_PER_TOKEN = 4.0
-"""English text in the Qwen2.5 tokenizer: about four characters a token (measured 3.9-4.3 on the sample venue)."""
+"""English text in the Qwen2.5 tokenizer: about four characters a token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,18 +168,14 @@ def estimate_tokens(text: str) -> int:
 _NAME = re.compile(
     r"(?:\b[A-Z][\w'-]*[a-z][\w'-]*|\b[A-Z]{2,}\b)(?:\s+(?:(?:of|the|de|du|van|von|and)\s+)*[A-Z][\w'-]+)*"
 )
-_NOT_NAMES = frozenset(
-    """A An The Yes No It Is Are In On At Take Ask Adults Entry Every When Where What Who How Can Do Does Half Open
-    You Visitors Your I If Never Reply Rules Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mondays Tuesdays
-    Wednesdays Thursdays Fridays Saturdays Sundays January February March April May June July August September
-    October November December""".split()  # noqa: SIM905
-)
+_NOT_NAMES = frozenset(data.words("en/not_names.txt"))
+"""Sentence starts, days and months: capitalised, but not names (``edgevoice/data/en/not_names.txt``)."""
 
 
 def venue_vocabulary(entries: Sequence[Entry], *, also: Sequence[str] = (), limit: int = 30) -> list[str]:
     """The venue's own names (capitalised words and phrases that are not sentence starts, days or months), in order
     of first appearance in ``also`` (the persona, say) and the entries: the words a general recognizer gets wrong
-    (``Harbour`` as ``Harbor``)."""
+    (a British spelling written as the American one)."""
     seen: dict[str, None] = {}
     texts = [*also, *(t for e in entries for t in (e.question, e.answer, *e.keywords))]
     for text in texts:

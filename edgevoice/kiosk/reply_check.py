@@ -8,19 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
+from edgevoice import data
 from edgevoice.kiosk.retrieval import BM25Index, near, terms
 
 __all__ = ["REPLY_FILLER", "ReplyCheck"]
 
 _MEASURE = re.compile(r"\d\s*([A-Za-z]+)")
-REPLY_FILLER = frozenset(
-    terms(
-        "located situated available offer offers provide provides welcome enjoy course sure certainly great happy "
-        "glad able also just next near inside building area visitor visitors museum venue information desk ask "
-        "answer question"
-    )
-)
-"""Words any reply may use without the knowledge having them."""
+REPLY_FILLER = frozenset(terms(" ".join(data.words("en/reply_filler.txt"))))
+"""Words any reply may use without the knowledge having them (``edgevoice/data/en/reply_filler.txt``)."""
 
 
 class ReplyCheck:
@@ -61,6 +56,6 @@ class ReplyCheck:
 
     def names_only(self, text: str, source: str) -> bool:
         """Whether ``text`` names something (a content word other than filler) and only what ``source`` says
-        ("the cloakroom on the ground floor" in "Ask at the cloakroom on the ground floor.")."""
+        ("the front desk" in "Ask at the front desk.")."""
         named = set(terms(text)) - REPLY_FILLER
         return bool(named) and named <= set(terms(source))

@@ -1,9 +1,9 @@
 """Lexical retrieval over the knowledge entries: Okapi BM25 on normalised terms, plus a coverage score.
 
-Terms are lower-cased words without stop words, with a light suffix stemmer (``tickets``/``ticket``,
+Terms are lower-cased words without stop words, with a light suffix stemmer (``lockers``/``locker``,
 ``opening``/``opens``/``open``) and a small table of words visitors use for the same thing at any venue
 (``restroom``/``toilet``, ``elevator``/``lift``). A question word that appears in no entry can still match a
-vocabulary word one or two letters away (``harbor``/``harbour``), which also absorbs small recognition errors.
+vocabulary word one or two letters away (``color``/``colour``), which also absorbs small recognition errors.
 
 :meth:`BM25Index.coverage` is the share of the question's terms, weighted by how rare they are, that one entry
 contains: a question about something the venue never mentions ("can I bring my dog?") covers nothing, however
@@ -19,142 +19,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from edgevoice import data
+
 __all__ = ["BM25Index", "Match", "near", "terms"]
 
-STOP_WORDS = frozenset(
-    """a about above after again all also am an and any anything are as at be been before being below between both
-    but by can could did do does doing down during each either else ever few for from further get gets getting go
-    going had has have having he her here hers him his how i if in into is it its just know like me might mine more
-    most my need no nor not now of off on once only or other our out over own please really same shall she should
-    so some something such tell than thank thanks that the their them then there these they this those through to
-    too under until up us very was way we were what when where which while who whom why will with would yes you
-    your yours hello hi hey excuse sorry okay ok want wanted i'd i'm there's what's where's place somewhere anywhere
-    someone somebody anyone anybody thing things use using current currently actually maybe find located i've you're
-    it's that's we're they're don't doesn't can't won't isn't aren't till come coming visit visiting many
-    inside indoors""".split()  # noqa: SIM905
-)
+STOP_WORDS = frozenset(data.words("en/stop_words.txt"))
+"""Words that say nothing about what is asked (``edgevoice/data/en/stop_words.txt``)."""
 
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    # concept: words visitors use for it (compared after stemming). General venue vocabulary, not one venue's.
-    "toilet": (
-        "toilet",
-        "restroom",
-        "bathroom",
-        "loo",
-        "wc",
-        "lavatory",
-        "washroom",
-        "ladies",
-        "gents",
-        "wash hands",
-        "wash my hands",
-    ),
-    "price": (
-        "price",
-        "cost",
-        "fee",
-        "charge",
-        "pay",
-        "paid",
-        "expensive",
-        "cheap",
-        "much",
-        "euro",
-        "dollar",
-        "pound",
-        "discount",
-        "reduction",
-        "reduced",
-        "concession",
-    ),
-    "senior": ("senior", "pensioner", "retired", "retiree", "elderly", "oap"),
-    "pass": ("pass", "season ticket"),
-    "ticket": ("ticket", "admission", "entry", "entrance fee"),
-    "hour": (
-        "hour",
-        "open",
-        "close",
-        "opening",
-        "closing",
-        "shut",
-        "late",
-        "time",
-        "morning",
-        "afternoon",
-        "evening",
-        "tonight",
-    ),
-    "day": (
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "today",
-        "weekend",
-        "weekday",
-    ),
-    "cafe": (
-        "cafe",
-        "café",
-        "coffee",
-        "restaurant",
-        "food",
-        "eat",
-        "drink",
-        "snack",
-        "lunch",
-        "canteen",
-        "cafeteria",
-        "hungry",
-        "thirsty",
-        "breakfast",
-        "meal",
-    ),
-    "shop": ("shop", "store", "souvenir", "gift", "buy", "sell", "sold", "postcard"),
-    "lift": ("lift", "elevator"),
-    "access": ("accessible", "accessibility", "wheelchair", "disabled", "disability", "step-free", "ramp"),
-    "coat": ("coat", "jacket", "bag", "backpack", "luggage", "suitcase", "cloakroom", "locker", "umbrella"),
-    "wifi": ("wifi", "wi-fi", "internet", "wireless", "network", "online"),
-    "photo": ("photo", "photograph", "picture", "camera", "video"),
-    "tour": ("tour", "guided", "show us around", "show me around"),
-    "child": ("child", "children", "kid", "kids", "baby", "toddler"),
-    "car": ("car", "parking", "park", "garage"),
-    "transport": (
-        "tram",
-        "bus",
-        "train",
-        "metro",
-        "subway",
-        "underground",
-        "transport",
-        "station",
-        "stop",
-        "directions",
-    ),
-    "pet": ("pet", "dog", "cat", "animal"),
-    "exhibition": ("exhibition", "exhibit", "show", "display"),
-    "lost": ("lost", "lose", "missing", "forgot", "forgotten"),
-    "firstaid": (
-        "first aid",
-        "medical",
-        "doctor",
-        "nurse",
-        "sick",
-        "ill",
-        "unwell",
-        "injured",
-        "injury",
-        "hurt",
-        "bleeding",
-        "wound",
-        "faint",
-        "emergency",
-        "ambulance",
-    ),
-}
+SYNONYMS: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in data.table("en/synonyms.toml").items()}
+"""Concept: the words visitors use for it, compared after stemming (``edgevoice/data/en/synonyms.toml``)."""
 
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 

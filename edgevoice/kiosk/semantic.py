@@ -6,10 +6,10 @@ yearly membership?" asks about the annual pass. A sentence encoder can (all-Mini
 question with the answer; a question costs one forward pass, and its similarity to an entry is the larger of its
 cosines with the two.
 
-The venue's own name is replaced by "here" on both sides before embedding: "who is the director of the museum?"
-would otherwise sit close to every entry that names the museum (the lexical side treats the name as neutral too).
+The venue's own name is replaced by "here" on both sides before embedding: "who is the director of the gallery?"
+would otherwise sit close to every entry that names the gallery (the lexical side treats the name as neutral too).
 
-:class:`~edgevoice.kiosk.grounding.Kiosk` combines these similarities with the lexical coverage; the thresholds
+:class:`~edgevoice.kiosk.matching.Matcher` combines these similarities with the lexical coverage; the thresholds
 are there.
 """
 
@@ -38,7 +38,7 @@ class Embedder(Protocol):
 
 
 def venue_name_pattern(names: Sequence[str]) -> re.Pattern[str] | None:
-    """The venue's names (``Harbour City Museum``) and the kind of place each ends with (``museum``), with an
+    """The venue's names (``Northside Art Gallery``) and the kind of place each ends with (``gallery``), with an
     optional "the" before and "'s" after, for replacement by a neutral word."""
     phrases: dict[str, None] = {}
     for name in names:

@@ -1,10 +1,10 @@
 """Venue words a recognizer misheard, found by how they sound.
 
-A small recognizer turns a venue's words into ordinary ones that sound alike ("how do I reach you by Tran?", "can I
-borrow Wilcher?", "do you have wife I here?"). Such a transcript no longer finds its entry, and the visitor hears
-"I don't know" to a question the knowledge answers. :class:`SoundLexicon` holds the venue's words (those of the
+A small recognizer turns a venue's words into ordinary ones that sound alike ("can I borrow Wilcher?" for
+"wheelchair", "do you have wife I here?" for "Wi-Fi"). Such a transcript no longer finds its entry, and the visitor
+hears "I don't know" to a question the knowledge answers. :class:`SoundLexicon` holds the venue's words (those of the
 knowledge and of the visitors' synonyms) as phonemes; for a transcript it proposes the few replacements of one or
-two of its unknown words by a venue word that sounds nearly the same. :meth:`edgevoice.kiosk.grounding.Kiosk.ground`
+two of its unknown words by a venue word that sounds nearly the same. :meth:`edgevoice.kiosk.matching.Matcher.ground`
 takes one only when it turns the question into one an entry answers outright, and brings it clearly closer in
 meaning to the knowledge: never to send an unrelated question to an entry.
 
@@ -32,17 +32,12 @@ Phonemize = Callable[[str], str]
 """Text to its phonemes (IPA, stress and length marks left in or not)."""
 
 MEND_DISTANCE = 0.34
-"""Largest :func:`phonetic_distance`, as a share of the longer phoneme string, of a replacement: "Tran"/"tram"
-0.12, "Wilcher"/"wheelchair" 0.29, "trans"/"tram" 0.30; "lead"/"leave" 0.33 still passes (the kiosk's other checks
-turn that one down)."""
+"""Largest :func:`phonetic_distance`, as a share of the longer phoneme string, of a replacement."""
 MEND_CANDIDATES = 6
 """At most this many replacements, the nearest first, are tried for one transcript."""
 MEND_SIMILARITY_RISE = 0.08
 """A question with misheard words replaced (:mod:`edgevoice.kiosk.sounds`) is taken instead of the transcript only
-when an entry answers it outright and it is at least this much closer in meaning to the knowledge. On the spoken
-development questions: "can I borrow Wilcher?" 0.22 -> 0.57 as "wheelchair", "how do I reach you by Tran?" 0.46 ->
-0.56 as "tram"; turned down: "when does the next very lead?" 0.51 -> 0.56 as "leave", "when does the next fairy
-leave?" 0.42 -> 0.38 as "free" (both outside the knowledge)."""
+when an entry answers it outright and it is at least this much closer in meaning to the knowledge."""
 
 _MARKS = re.compile("[ˈˌːˑ‿\\s\u0329-]")
 _VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")

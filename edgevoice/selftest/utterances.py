@@ -1,5 +1,6 @@
-"""The bundled utterances the self-test speaks to the appliance: questions about the sample venue, rendered once by
-the default voice without its sampling noise (``scripts/make-selftest-utterances``) and shipped as 16 kHz FLAC."""
+"""The bundled utterances the self-test speaks to the appliance: questions about the sample venue (their texts in
+``edgevoice/data/sample_venue/selftest_utterances.toml``), rendered once by the default voice without its sampling
+noise (``scripts/make-selftest-utterances``) and shipped as 16 kHz FLAC."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from importlib import resources
 import numpy as np
 import soundfile
 
+from edgevoice import data
 from edgevoice.errors import SelftestError
 from edgevoice.interfaces import FloatAudio
 
@@ -33,15 +35,7 @@ class Utterance:
         return np.asarray(audio, dtype=np.float32)
 
 
-UTTERANCES = (
-    Utterance("ticket", "How much is a ticket for a student?"),
-    Utterance("kids", "Is it free for kids?"),
-    Utterance("whale", "Where is the whale skeleton?"),
-    Utterance("jacket", "Where do I drop off my jacket?"),
-    Utterance("cafe", "Is there a cafe in the museum?"),
-    Utterance("hours", "What time do you open on Sunday?"),
-    Utterance("toilets", "Where are the toilets, please?"),
-    Utterance("photos", "Can I take photos inside?"),
-    Utterance("tours", "Are there guided tours in English?"),
-    Utterance("wifi", "Is there free Wi-Fi here?"),
+UTTERANCES = tuple(
+    Utterance(u["name"], u["text"]) for u in data.table("sample_venue/selftest_utterances.toml")["utterances"]
 )
+"""The bundled utterances, in the order the self-test speaks them (``edgevoice/data/sample_venue``)."""

@@ -1,0 +1,68 @@
+"""What the kiosk and the model it grounds share: the :class:`Grounding` of a question, the :class:`Verdict` on who
+answered it, and :class:`GroundingSource`, the narrow face of the kiosk that
+:class:`~edgevoice.kiosk.grounded_model.GroundedModel` consults. Both sides import this module, neither the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from edgevoice.kiosk.knowledge import Entry
+from edgevoice.kiosk.reply_check import ReplyCheck
+
+__all__ = ["Grounding", "GroundingSource", "Verdict"]
+
+
+class Verdict(Enum):
+    """Who answered a question (its value is the name the quality benchmark prints)."""
+
+    MODEL = "model"
+    """The language model, its reply spoken as it came."""
+    GATE = "gate"
+    """Not covered by the knowledge: "I don't know", without the model."""
+    DIRECT = "direct"
+    """An entry's answer as the operator wrote it, without the model."""
+    UNSUPPORTED = "unsupported"
+    """The model's reply (or its rest) kept not to the knowledge and was cut or replaced by "I don't know"."""
+    ECHO = "echo"
+    """The model's reply only echoed the question and was replaced by the best entry's answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """What the knowledge says about one question."""
+
+    known: bool
+    """False: answer DONT_KNOW without asking the model."""
+    coverage: float
+    """Best entry's idf-weighted share of the question's terms (1.0 for a question with no content words)."""
+    entries: tuple[Entry, ...] = ()
+    """The best-ranked entries, best first."""
+    direct: str | None = None
+    """The answer to speak as it stands, without the model: one entry covers every word of the question and no
+    other entry rivals it (see :meth:`edgevoice.kiosk.matching.Matcher.ground`)."""
+    similarity: float | None = None
+    """Semantic matching: the best entry's cosine similarity to the question (None: matched by words only)."""
+    question: str = ""
+    """The question as grounded: the transcript, or the transcript with misheard venue words replaced (then always
+    one an entry answers outright: :attr:`direct` is set)."""
+
+
+class GroundingSource(Protocol):
+    """What a grounded model asks the kiosk: the grounding of a question, the message the model sees for it, and
+    the check a partly covered question's reply goes through."""
+
+    @property
+    def verify_below(self) -> float:
+        """A reply to a question covered less than this is checked sentence by sentence."""
+        ...
+
+    @property
+    def check(self) -> ReplyCheck: ...
+
+    def ground(self, question: str) -> Grounding: ...
+
+    def user_turn(self, question: str, grounding: Grounding) -> str: ...
+
+    def small_talk(self, question: str) -> bool: ...

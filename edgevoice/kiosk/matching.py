@@ -1,0 +1,215 @@
+"""The grounding gate: how a question matches the knowledge entries, whether the knowledge covers it, and whether one
+entry answers it outright.
+
+* **Grounding gate**: a question whose words the knowledge does not cover (idf-weighted coverage of the best entry
+  below ``grounding_threshold``) is answered with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` without running the
+  model: a small model says "I don't know" unreliably, a lexical gate never invents. It cannot tell a near miss from
+  a paraphrase, so its threshold is low and the model declines near misses itself.
+* **Direct answers**: a question one entry answers outright (the entry contains every word of the question and no
+  other entry rivals it) gets the entry's answer as the operator wrote it, without the model.
+* **Semantic matching** (with an :class:`~edgevoice.kiosk.semantic.Embedder`): a paraphrase that shares no word with
+  its entry passes the gate when it is close enough in meaning (:data:`SEMANTIC_KNOWN`); a question far from every
+  entry (:data:`SEMANTIC_UNRELATED`) is stopped even if it shares a word; entries are ranked by meaning first, words
+  second. A near miss is as close in meaning to its entry as a paraphrase, but further from the entry's answer than
+  the entry's own question is: a question clearly closest to one entry, and at least as close to its answer as that
+  entry's question, gets the answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`). A question that asks for a price,
+  a number, a duration, a time or a person its best entry does not give is a near miss too
+  (:mod:`edgevoice.kiosk.answer_types`).
+* **Misheard venue words** (with semantic matching and a phonemizer; see :mod:`edgevoice.kiosk.sounds`): a question
+  no entry answers outright is tried again with one or two words replaced by a venue word that sounds nearly the
+  same. The replacement is kept only when an entry then answers it outright, it comes clearly closer in meaning
+  (:data:`~edgevoice.kiosk.sounds.MEND_SIMILARITY_RISE`) and it brings only words that entry has.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgevoice.kiosk.answer_types import lacks_asked
+from edgevoice.kiosk.grounding_types import Grounding
+from edgevoice.kiosk.knowledge import Entry
+from edgevoice.kiosk.retrieval import BM25Index, Match, terms
+from edgevoice.kiosk.semantic import Embedder, SemanticIndex
+from edgevoice.kiosk.sounds import MEND_SIMILARITY_RISE, Phonemize, SoundLexicon
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Matcher"]
+
+DIRECT_COVERAGE = 0.999
+"""A direct answer needs an entry that contains every (idf-weighted) word of the question."""
+DIRECT_MARGIN = 1.5
+"""... and a BM25 score this many times that of any other entry that contains them all."""
+DIRECT_QUESTION_SHARE = 0.4
+"""... and whose own question (or keywords) holds this idf-weighted share of the question's words."""
+SEMANTIC_KNOWN = 0.44
+"""A question at least this close in meaning (cosine) to an entry passes the gate whatever its words."""
+SEMANTIC_UNRELATED = 0.25
+"""A question less close than this to every entry gets "I don't know" even if it shares a word with one."""
+SEMANTIC_DIRECT = 0.45
+"""A direct answer by meaning: the entry is at least this close to the question, ..."""
+SEMANTIC_DIRECT_MARGIN = 0.15
+"""... no other entry comes within this of it, ..."""
+SEMANTIC_DIRECT_RELEVANCE = 0.0
+"""... and its answer is at least this much closer to the question than to the entry's own question (a paraphrase
+asks what the answer says; a near miss asks something else about the same thing)."""
+SEMANTIC_UNANSWERED = -0.15
+"""A question the best entry does not answer outright gets "I don't know" when that entry's answer is further than
+this from it, compared with the entry's own question: it asks about the entry's subject something the entry does
+not say."""
+RANK_LEXICAL_WEIGHT = 0.25
+"""Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
+near ties."""
+
+
+class Matcher:
+    """The knowledge entries indexed by their words (and, given an embedder, by their meaning), and the gate that
+    grounds a question in them."""
+
+    def __init__(
+        self,
+        entries: Sequence[Entry],
+        persona_terms: frozenset[str],
+        *,
+        grounding_threshold: float = 0.2,
+        retrieve_entries: int = 4,
+        direct_answers: bool = True,
+        embedder: Embedder | None = None,
+        phonemize: Phonemize | None = None,
+        venue_names: Sequence[str] = (),
+    ) -> None:
+        """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
+        for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
+        text to phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
+        consent). ``venue_names``: replaced by a neutral word before embedding."""
+        self.entries = list(entries)
+        self.index = BM25Index([e.search_text() for e in self.entries])
+        self.persona_terms = persona_terms
+        self.grounding_threshold = grounding_threshold
+        self.retrieve_entries = retrieve_entries
+        self.direct_answers = direct_answers
+        self.semantic: SemanticIndex | None = None
+        """The entries' embeddings; None: no embedder (or no entries), the words alone decide."""
+        if embedder is not None and self.entries:
+            started = time.perf_counter()
+            self.semantic = SemanticIndex(embedder, self.entries, venue_names=venue_names, cache_size=64)
+            log.info(
+                "semantic matching on: %d knowledge entries embedded in %.0f ms",
+                len(self.entries),
+                1000 * (time.perf_counter() - started),
+            )
+        self.sounds: SoundLexicon | None = None
+        """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
+        if phonemize is not None and self.semantic is not None:
+            self.sounds = SoundLexicon.from_entries(self.entries, phonemize)
+
+    def ground(self, question: str) -> Grounding:
+        """Whether the knowledge covers ``question``, and the entries that best answer it.
+
+        Words of the persona (the venue's name) neither help nor hurt. A question no entry answers outright may come
+        back mended (:attr:`Grounding.question`; see the module's doc)."""
+        grounding = self._ground(question)
+        if grounding.direct is not None or self.sounds is None or not grounding.entries:
+            return grounding
+        mended = self.sounds.first_mend(question, lambda text: self._mend_holds(text, question, grounding))
+        if mended is None:
+            return grounding
+        log.info("heard %r, taken as %r", question, mended)
+        return self._ground(mended)
+
+    def small_talk(self, question: str) -> bool:
+        """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""
+        return not set(terms(question)) - self.persona_terms
+
+    def _mend_holds(self, mended: str, heard: str, grounding: Grounding) -> bool:
+        """A mend is taken when an entry then answers outright, the question comes clearly closer in meaning to the
+        knowledge (:data:`~edgevoice.kiosk.sounds.MEND_SIMILARITY_RISE`) and it brings only words that entry has."""
+        tried = self._ground(mended)
+        rise = (tried.similarity or 0.0) - (grounding.similarity or 0.0)
+        return (
+            tried.direct is not None
+            and rise >= MEND_SIMILARITY_RISE
+            and self._answers_with(tried.direct, mended, heard)
+        )
+
+    def _answers_with(self, answer: str, mended: str, heard: str) -> bool:
+        """Whether the entry that gives ``answer`` has the words the mend brought (a mend must be about the entry it
+        reaches, not merely reach one)."""
+        brought = set(terms(mended)) - set(terms(heard))
+        return any(e.answer == answer and brought <= set(terms(e.search_text())) for e in self.entries)
+
+    def _ground(self, question: str) -> Grounding:
+        """:meth:`ground` of the question as it stands."""
+        matches = self.index.search(question, self.retrieve_entries, neutral=self.persona_terms)
+        entries = tuple(self.entries[m.index] for m in matches)
+        small_talk = self.small_talk(question)
+        coverage = 1.0 if small_talk else max((m.coverage for m in matches), default=0.0)
+        if self.semantic is None:
+            known = small_talk or coverage >= self.grounding_threshold
+            direct = None if small_talk else self._direct(question, matches)
+            if entries and self._lacks_asked(question, entries[0]):
+                known, direct = False, None
+            return Grounding(known, coverage, entries, direct, None, question)
+        similarity, relevance = self.semantic.similarities(question)
+        covered = np.zeros(len(self.entries), dtype=np.float32)
+        for m in self.index.search(question, neutral=self.persona_terms):
+            covered[m.index] = m.coverage
+        order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
+        entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
+        best = float(similarity.max())
+        if small_talk:
+            return Grounding(True, coverage, entries, similarity=best, question=question)
+        known = self.grounding_threshold <= 0.0 or best >= SEMANTIC_KNOWN
+        known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
+        direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
+        if direct is None and self.grounding_threshold > 0.0 and relevance[order[0]] < SEMANTIC_UNANSWERED:
+            known = False  # a near miss: about an entry's subject, but not what its answer says
+        if self._lacks_asked(question, self.entries[order[0]]):
+            known, direct = False, None
+        return Grounding(known, coverage, entries, direct if known else None, best, question)
+
+    def _lacks_asked(self, question: str, entry: Entry) -> bool:
+        """The question asks a price, a number, a duration, a time or a person that its best entry does not give
+        (:mod:`edgevoice.kiosk.answer_types`): a near miss, whatever the words and the meaning say. Off with the
+        gate."""
+        return self.grounding_threshold > 0.0 and lacks_asked(question, entry.answer, entry.question)
+
+    def _said_in(self, question: str, entry: Entry) -> bool:
+        """Every word of the question (but the persona's) is in the entry as said: no near spellings."""
+        return set(terms(question)) - self.persona_terms <= set(terms(entry.search_text()))
+
+    def _semantic_direct(self, order: Sequence[int], similarity: np.ndarray, relevance: np.ndarray) -> str | None:
+        """The answer of the entry closest in meaning, when it is close, no other entry comes near, and its answer
+        fits the question at least as well as the question it was written for."""
+        if not self.direct_answers or not order or not self.entries[order[0]].question:
+            return None
+        best = order[0]
+        runner_up = max((float(similarity[i]) for i in order[1:]), default=-1.0)
+        if similarity[best] < SEMANTIC_DIRECT or similarity[best] - runner_up < SEMANTIC_DIRECT_MARGIN:
+            return None
+        return self.entries[best].answer if relevance[best] >= SEMANTIC_DIRECT_RELEVANCE else None
+
+    def _direct(self, question: str, matches: Sequence[Match]) -> str | None:
+        """The best entry's answer when it contains every word of the question as said (no near spellings), has a
+        question of its own that shares the question's main words (so its answer was written as a reply to this
+        kind of question, not merely mentions them), and clearly outranks every other entry that covers it all."""
+        if not self.direct_answers or not matches or matches[0].coverage < DIRECT_COVERAGE:
+            return None
+        best = self.entries[matches[0].index]
+        if not best.question or not best.answer:
+            return None
+        if not self._said_in(question, best):
+            return None  # covered only through a near spelling of one of its words
+        asked = set(terms(question)) - self.persona_terms
+        weight = {t: self.index.idf.get(t, self.index.unseen_idf) for t in asked}
+        own = set(terms(" ".join((best.question, *best.keywords))))
+        if sum(w for t, w in weight.items() if t in own) < DIRECT_QUESTION_SHARE * sum(weight.values()):
+            return None  # the words are in its answer only: it mentions them, it was not written for them
+        rivals = [m for m in matches[1:] if m.coverage >= DIRECT_COVERAGE]
+        if rivals and rivals[0].score * DIRECT_MARGIN > matches[0].score:
+            return None  # two entries answer it about equally well: let the model choose and phrase
+        return best.answer
