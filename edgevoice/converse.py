@@ -14,9 +14,9 @@ import numpy as np
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.engines.factory import build_kiosk
-from edgevoice.events import ChatMessage, ConverseResult, Segment, StageTime
+from edgevoice.events import ChatMessage, ConverseResult, StageTime
 from edgevoice.interfaces import Engines, FloatAudio
-from edgevoice.listen.vad import speech_segments
+from edgevoice.listen.vad import find_speech, utterance_span
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 log = logging.getLogger(__name__)
@@ -62,34 +62,17 @@ class Assistant:
         for _ in self.engines.synthesizer.synthesize("Hello."):
             pass
 
-    def find_speech(self, audio: FloatAudio) -> list[Segment]:
-        vad = self.engines.vad
-        vad.reset()  # type: ignore[attr-defined]
-        probs = vad.probabilities(audio)  # type: ignore[attr-defined]
-        c = self.config.vad
-        return speech_segments(
-            probs,
-            frame_samples=vad.frame_samples,  # type: ignore[attr-defined]
-            sample_rate=ASR_RATE,
-            threshold=c.threshold,
-            min_speech_ms=c.min_speech_ms,
-            min_silence_ms=c.min_silence_ms,
-            pad_ms=c.pad_ms,
-            total_samples=len(audio),
-        )
-
     def converse(self, audio: FloatAudio) -> ConverseResult:
         """Answer one recorded utterance (16 kHz mono float32), every stage timed."""
         t0 = self.clock.now()
-        segments = self.find_speech(audio)
+        segments = find_speech(self.engines.vad, audio, self.config.vad, sample_rate=ASR_RATE)  # type: ignore[arg-type]
         t_vad = self.clock.now()
         stages = {"vad": t_vad - t0}
         rate = self.engines.synthesizer.sample_rate
         chunks: list[FloatAudio] = []
         trace = ReplyTrace(next(self._turns), committed=t_vad)
-        if segments:
-            start, end = segments[0].start, segments[-1].end
-            end = min(end, start + int(self.config.asr.max_seconds * ASR_RATE))
+        if (span := utterance_span(segments, int(self.config.asr.max_seconds * ASR_RATE))) is not None:
+            start, end = span
 
             def emit(chunk: FloatAudio) -> int:
                 chunks.append(chunk)

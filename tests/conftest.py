@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from rapidfuzz.distance import LCSseq
 
 from edgevoice.audio.files import to_model_rate
+from edgevoice.bench.scoring import word_error_rate as wer  # noqa: F401  (the tests' word error rate)
+from edgevoice.bench.scoring import words
 from edgevoice.config import Config
 from edgevoice.converse import ASR_RATE
 from edgevoice.interfaces import Engines
@@ -48,37 +50,8 @@ def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
     return make
 
 
-_CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have"}
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words without punctuation, numbers spelled out, contractions expanded: for comparing transcripts."""
-    from edgevoice.reply.speech_text import normalize_for_speech
-
-    text = normalize_for_speech(text).lower().replace("-", " ").replace("’", "'")
-    for short, long in _CONTRACTIONS.items():
-        text = text.replace(short, long)
-    return re.findall(r"[a-z']+", text)
-
-
 def heard_share(reference: str, hypothesis: str) -> float:
     """Share of the reference's words found, in order, in the hypothesis (longest common subsequence): what was
     said and came through, with words the recognizer added (a looped tail on a recording) not counted against it."""
-    ref, hyp = words(reference), words(hypothesis)
-    row = [0] * (len(hyp) + 1)
-    for r in ref:
-        prev = 0
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], prev + 1 if r == h else max(row[j], row[j - 1])
-    return row[-1] / max(1, len(ref))
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    """Word error rate (Levenshtein distance over words / reference length)."""
-    ref, hyp = words(reference), words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1] / max(1, len(ref))
+    ref = words(reference)
+    return LCSseq.similarity(ref, words(hypothesis)) / max(1, len(ref))

@@ -29,6 +29,17 @@ def test_words_compare_what_is_said_not_how_it_is_written() -> None:
     assert word_error_rate("the cloak and the room", "the cloakroom") == 0.8  # not next to each other: not split
 
 
+def test_word_error_rate_counts_substitutions_deletions_and_insertions() -> None:
+    assert word_error_rate("where is the whale", "where is a whale skeleton") == 0.5  # one swapped, one added
+    assert word_error_rate("where is the whale", "where whale") == 0.5
+    assert word_error_rate("", "") == 0.0
+    assert word_error_rate("", "hello there") == 2.0  # against no reference, every word is an error
+    assert word_error_rate("It's 10 am, the cloakroom.", "it is ten a m the cloak room") == 0.0
+    # all errors over all reference words; a pair without reference words adds its hypothesis's words
+    pairs = [("the cloak room", "the cloakroom"), ("", "um"), ("one two", "one three four")]
+    assert corpus_wer(pairs) == pytest.approx(3 / 5)
+
+
 def test_facts_must_all_be_there_and_a_dont_know_is_no_fact() -> None:
     tours = (("11 am", "eleven"), ("3 pm", "three p m"))
     assert has_fact("Tours start at 11 am and 3 pm.", tours)

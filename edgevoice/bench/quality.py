@@ -32,7 +32,7 @@ from edgevoice.bench.scoring import corpus_wer, words
 from edgevoice.config import Config
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.grounding import Kiosk
-from edgevoice.listen.vad import speech_segments
+from edgevoice.listen.vad import find_speech, utterance_span
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.speech_text import normalize_for_speech
 
@@ -122,7 +122,9 @@ def run_quality(
     vad = SileroVad(resolve(store, "vad", config.models.vad))
     try:
         for u in utterances:
-            u.speech = find_speech(vad, u.audio, config)
+            u.speech = utterance_span(
+                find_speech(vad, u.audio, config.vad, sample_rate=RATE), int(config.asr.max_seconds * RATE)
+            )
     finally:
         vad.close()
 
@@ -184,25 +186,6 @@ def speak_questions(voice_files: tuple[Path, Path], options: QualityOptions) -> 
         for tts in sessions.values():
             tts.close()
     return out
-
-
-def find_speech(vad: Any, audio: FloatAudio, config: Config) -> tuple[int, int] | None:
-    vad.reset()
-    c = config.vad
-    segments = speech_segments(
-        vad.probabilities(audio),
-        frame_samples=vad.frame_samples,
-        sample_rate=RATE,
-        threshold=c.threshold,
-        min_speech_ms=c.min_speech_ms,
-        min_silence_ms=c.min_silence_ms,
-        pad_ms=c.pad_ms,
-        total_samples=len(audio),
-    )
-    if not segments:
-        return None
-    start = segments[0].start
-    return start, min(segments[-1].end, start + int(config.asr.max_seconds * RATE))
 
 
 def snr_summary(utterances: Sequence[Utterance]) -> dict[str, list[float]]:

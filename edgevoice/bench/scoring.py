@@ -6,11 +6,22 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
+import jiwer
 from whisper_normalizer.english import EnglishSpellingNormalizer
 
 from edgevoice.reply.speech_text import normalize_for_speech, split_sentences
+from edgevoice.words import words as split_words
 
-__all__ = ["has_fact", "has_markup", "is_dont_know", "join_compounds", "sentence_count", "word_error_rate", "words"]
+__all__ = [
+    "corpus_wer",
+    "has_fact",
+    "has_markup",
+    "is_dont_know",
+    "join_compounds",
+    "sentence_count",
+    "word_error_rate",
+    "words",
+]
 
 _CONTRACTIONS = {"'s": " is", "'re": " are", "n't": " not", "'m": " am", "'ll": " will", "'ve": " have", "'d": " would"}
 _SPELLINGS = {"wi fi": "wifi", "can not": "cannot", "a m": "am", "p m": "pm"}
@@ -27,22 +38,13 @@ def words(text: str) -> list[str]:
     """Lower-case words for comparison, as they sound: numbers, times and prices spelled out, punctuation and
     hyphens removed, contractions expanded (``what's`` = ``what is``), a name written in one (``HarbourMuseum``)
     as its words, British and American spellings as one (``harbour`` = ``harbor``)."""
-    text = normalize_for_speech(_CAMEL.sub(" ", text)).lower().replace("’", "'").replace("-", " ")
+    text = normalize_for_speech(_CAMEL.sub(" ", text)).lower().replace("’", "'")
     for short, long in _CONTRACTIONS.items():
         text = text.replace(short, long)
-    text = " ".join(re.findall(r"[a-z']+", text))
+    text = " ".join(split_words(text, spoken=True))
     for variant, canonical in _SPELLINGS.items():
         text = re.sub(rf"\b{variant}\b", canonical, text)
     return _american()(text).split()
-
-
-def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
 
 
 def join_compounds(ref: Sequence[str], hyp: Sequence[str]) -> list[str]:
@@ -64,19 +66,28 @@ def join_compounds(ref: Sequence[str], hyp: Sequence[str]) -> list[str]:
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Levenshtein distance over :func:`words` (compounds joined as the reference writes them) divided by the
-    reference's length (one utterance)."""
-    ref = words(reference)
-    return edit_distance(ref, join_compounds(ref, words(hypothesis))) / max(1, len(ref))
+    """Word error rate of one utterance: :func:`corpus_wer` of the one pair."""
+    return corpus_wer([(reference, hypothesis)])
 
 
 def corpus_wer(pairs: Sequence[tuple[str, str]]) -> float:
-    """Word error rate over many utterances: all errors over all reference words."""
+    """Word error rate over many utterances (jiwer's): all substitutions, deletions and insertions over all
+    reference words, comparing :func:`words` with a hypothesis's compounds joined as its reference writes them
+    (:func:`join_compounds`). A reference without words counts each word of its hypothesis as an error."""
+    refs, hyps = [], []
     errors = 0
-    for r, h in pairs:
-        ref = words(r)
-        errors += edit_distance(ref, join_compounds(ref, words(h)))
-    return errors / max(1, sum(len(words(r)) for r, _ in pairs))
+    for reference, hypothesis in pairs:
+        ref = words(reference)
+        hyp = join_compounds(ref, words(hypothesis))
+        if ref:
+            refs.append(" ".join(ref))
+            hyps.append(" ".join(hyp))
+        else:
+            errors += len(hyp)  # jiwer takes no empty reference
+    if refs:
+        out = jiwer.process_words(refs, hyps)
+        errors += out.substitutions + out.deletions + out.insertions
+    return errors / max(1, sum(len(r.split()) for r in refs))
 
 
 def _contains(haystack: list[str], needle: list[str], *, plural: bool = False) -> bool:

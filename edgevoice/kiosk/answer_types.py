@@ -19,6 +19,7 @@ import re
 from enum import Enum
 
 from edgevoice import data
+from edgevoice.words import words
 
 __all__ = ["AnswerType", "asked_type", "has_type", "lacks_asked"]
 
@@ -95,7 +96,7 @@ _HAS: dict[AnswerType, re.Pattern[str]] = {
 
 def asked_type(question: str) -> AnswerType | None:
     """The kind of answer ``question`` asks for, when its wording says so plainly; None otherwise."""
-    text = " ".join(question.lower().replace("’", "'").split())
+    text = " ".join(words(question))
     for kind, pattern in _ASKS:
         if pattern.search(text):
             return kind

@@ -28,6 +28,7 @@ from edgevoice.events import ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
+from edgevoice.words import words
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
 
@@ -37,11 +38,12 @@ _DECLINE = DONT_KNOW_OPENING
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def _words(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower().replace("’", "'")))
+    """The words of ``text`` (a hyphen parts two), one space between each: a reply's start compares with a
+    question's as text."""
+    return " ".join(words(text, hyphens=False))
 
 
 def _close(stream: Iterator[str]) -> None:

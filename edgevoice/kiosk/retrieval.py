@@ -13,13 +13,14 @@ its words happen to rank.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rapidfuzz.distance import Levenshtein
+
 from edgevoice import data
+from edgevoice.words import fold, words
 
 __all__ = ["BM25Index", "Match", "near", "terms"]
 
@@ -28,8 +29,6 @@ STOP_WORDS = frozenset(data.words("en/stop_words.txt"))
 
 SYNONYMS: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in data.table("en/synonyms.toml").items()}
 """Concept: the words visitors use for it, compared after stemming (``edgevoice/data/en/synonyms.toml``)."""
-
-_WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 
 
 def _stem(word: str) -> str:
@@ -57,12 +56,11 @@ for _concept, _words in SYNONYMS.items():
 
 def terms(text: str) -> list[str]:
     """The normalised search terms of ``text``."""
-    text = unicodedata.normalize("NFKD", text.lower().replace("’", "'"))
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = fold(text)
     for phrase, concept in _PHRASES:
         text = text.replace(phrase, f" {concept} ")
     out = []
-    for word in _WORD.findall(text):
+    for word in words(text):
         if word in STOP_WORDS:
             continue
         word = word.removesuffix("'s")
@@ -81,12 +79,7 @@ def near(a: str, b: str) -> bool:
     limit = 1 if min(len(a), len(b)) < 7 else 2
     if abs(len(a) - len(b)) > limit:
         return False
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1] <= limit
+    return Levenshtein.distance(a, b, score_cutoff=limit) <= limit
 
 
 @dataclass(frozen=True, slots=True)

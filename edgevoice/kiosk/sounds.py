@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS
+from edgevoice.words import word_spans
 
 if TYPE_CHECKING:
     from edgevoice.kiosk.knowledge import Entry
@@ -42,7 +43,6 @@ when an entry answers it outright and it is at least this much closer in meaning
 _MARKS = re.compile("[ˈˌːˑ‿\\s\u0329-]")
 _VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")
 _NEAR = tuple(frozenset(s) for s in ("pb", "td", "kɡg", "fv", "sz", "ʃʒ", "θð", "mnŋ", "ɹl", "ɾtd"))
-_WORD = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
 
 
 def _cost(a: str, b: str) -> float:
@@ -55,7 +55,11 @@ def _cost(a: str, b: str) -> float:
 
 def phonetic_distance(a: str, b: str) -> float:
     """Edit distance between two phoneme strings: substitutions between vowels or near consonants cost 0.5, as
-    does inserting or deleting a vowel; anything else 1."""
+    does inserting or deleting a vowel; anything else 1.
+
+    Written out because its costs depend on the phonemes: rapidfuzz's weighted Levenshtein (the package's other
+    edit distances) gives every insertion, deletion and substitution one cost, and summing an exact and a
+    class-level distance aligns each separately, which underestimates this one."""
     row = [0.0]
     for cb in b:
         row.append(row[-1] + (0.5 if cb in _VOWELS else 1.0))
@@ -116,7 +120,7 @@ class SoundLexicon:
         said: set[str] = set()
         for entry in entries:
             for text in (entry.question, entry.answer, *entry.keywords):
-                said.update(w.lower() for w in re.findall(r"[A-Za-z]+(?:['-][A-Za-z]+)*", text))
+                said.update(w for _, _, w in word_spans(text) if w.replace("'", "").replace("-", "").isalpha())
         phrases = {w.lower() for words in SYNONYMS.values() for w in words}
         words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
         return cls(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
@@ -138,12 +142,12 @@ class SoundLexicon:
         """Replacements of one word of ``text``, or two neighbours, at least one of them unknown to the venue, by a
         venue word (or a phrase of as many words) that sounds nearly the same and starts with the same or a near
         sound: the nearest ``limit``, nearest first."""
-        found = list(_WORD.finditer(text))
+        found = word_spans(text)
         out: list[Mend] = []
         for i in range(len(found)):
             for span in (1, 2):
                 piece = found[i : i + span]
-                said = [m.group(0).lower().replace("’", "'") for m in piece]
+                said = [w for _, _, w in piece]
                 if len(piece) < span or all(w in self.known for w in said):
                     continue
                 sound = self.sound(" ".join(said))
@@ -159,7 +163,7 @@ class SoundLexicon:
                         continue  # a word's first sound is the one a recognizer most rarely gets wrong
                     distance = phonetic_distance(sound, venue_sound) / longer
                     if distance <= self.max_distance:
-                        out.append(Mend(distance, piece[0].start(), piece[-1].end(), word))
+                        out.append(Mend(distance, piece[0][0], piece[-1][1], word))
         out.sort(key=lambda m: (m.distance, m.start, m.word))
         return out[:limit]
 

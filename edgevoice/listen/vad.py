@@ -1,14 +1,34 @@
-"""Finding speech in recorded audio from per-frame speech probabilities. Pure logic: no engine, no clock."""
+"""Finding speech in recorded audio: segments from per-frame speech probabilities (pure logic, no clock), and the
+one run of a voice activity detector over a recording that the chain on recorded speech and the benchmark share."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
+import numpy.typing as npt
+
+from edgevoice.config import VadConfig
 from edgevoice.events import Segment
+from edgevoice.interfaces import FloatAudio
+
+__all__ = ["RecordingVad", "find_speech", "speech_segments", "utterance_span"]
+
+
+class RecordingVad(Protocol):
+    """A voice activity detector that scores a whole recording (the Silero adapter)."""
+
+    frame_samples: int
+
+    def reset(self) -> None: ...
+
+    def probabilities(self, audio: FloatAudio) -> npt.NDArray[Any]:
+        """Speech probability of each whole frame of ``audio``."""
+        ...
 
 
 def speech_segments(
-    probabilities: Sequence[float],
+    probabilities: Sequence[float] | npt.NDArray[Any],
     *,
     frame_samples: int,
     sample_rate: int,
@@ -48,3 +68,28 @@ def speech_segments(
         for a, b in spans
         if b - a >= min_speech
     ]
+
+
+def find_speech(vad: RecordingVad, audio: FloatAudio, config: VadConfig, *, sample_rate: int) -> list[Segment]:
+    """The speech segments of a recording at ``sample_rate`` (:func:`speech_segments` with ``config``'s threshold,
+    durations and padding), ``vad`` reset first so that no earlier audio weighs on it."""
+    vad.reset()
+    return speech_segments(
+        vad.probabilities(audio),
+        frame_samples=vad.frame_samples,
+        sample_rate=sample_rate,
+        threshold=config.threshold,
+        min_speech_ms=config.min_speech_ms,
+        min_silence_ms=config.min_silence_ms,
+        pad_ms=config.pad_ms,
+        total_samples=len(audio),
+    )
+
+
+def utterance_span(segments: Sequence[Segment], max_samples: int) -> tuple[int, int] | None:
+    """The samples that hold a recording's one utterance: from the first segment's start to the last's end, cut
+    to ``max_samples``; None without speech."""
+    if not segments:
+        return None
+    start = segments[0].start
+    return start, min(segments[-1].end, start + max_samples)
