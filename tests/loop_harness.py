@@ -15,7 +15,7 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
-from edgevoice.live.assistant import endpoint_config, speak_once
+from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
 
@@ -45,7 +45,8 @@ def running_loop(
             vad=engines.vad,
             turn_model=turn_model,  # type: ignore[arg-type]
             responder=assistant.responder,
-            endpoint=endpoint_config(config),
+            endpoint=config.endpointing,
+            vad_threshold=config.vad.threshold,
             on_trace=on_trace,
             fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
             fallback_text=config.kiosk.fallback_phrase,

@@ -15,7 +15,7 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.listen.endpointing import EndpointConfig
+from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
@@ -94,7 +94,7 @@ def make_loop(  # type: ignore[no-untyped-def]
         vad=EnergyVad(),
         turn_model=CompleteTurn(),
         responder=responder,
-        endpoint=EndpointConfig(),
+        endpoint=EndpointingConfig(),
         on_trace=on_trace,
         barge_in_level_db=barge_in_level_db,
     )

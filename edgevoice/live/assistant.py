@@ -23,7 +23,6 @@ from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
-from edgevoice.listen.endpointing import EndpointConfig
 from edgevoice.live.loop import RATE, Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speech_text import normalize_for_speech
@@ -67,18 +66,6 @@ class XrunReport:
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
-
-
-def endpoint_config(config: Config) -> EndpointConfig:
-    e = config.endpointing
-    return EndpointConfig(
-        threshold=config.vad.threshold,
-        silence_ms=e.silence_ms,
-        incomplete_max_silence_ms=e.incomplete_max_silence_ms,
-        min_speech_ms=e.min_speech_ms,
-        complete_threshold=e.complete_threshold,
-        max_turn_s=e.max_turn_s,
-    )
 
 
 def speak_once(engines: Engines, text: str) -> FloatAudio | None:
@@ -125,7 +112,8 @@ class LiveAssistant:
             vad=engines.vad,
             turn_model=turn_model,
             responder=responder,
-            endpoint=endpoint_config(config),
+            endpoint=config.endpointing,
+            vad_threshold=config.vad.threshold,
             on_trace=None
             if on_trace is None
             else lambda trace, turn: on_trace(trace, turn, self.timeline(trace, turn)),

@@ -38,7 +38,7 @@ def turn_record(
     return {
         "event": "turn",
         "turn": trace.turn_id,
-        "reason": turn.reason,
+        "reason": turn.reason.value,
         "transcript": trace.transcript,
         "reply": trace.reply,
         "cancelled": trace.cancelled,

@@ -27,7 +27,7 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, FloatAudio
-from edgevoice.listen.endpointing import EndpointConfig, Endpointer, EndpointState, Pause, SpeechStart, TurnEnd
+from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, EndpointState, Pause, SpeechStart, TurnEnd
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this module's API
 from edgevoice.live.answering import Answering
@@ -59,7 +59,8 @@ class VoiceLoop(Answering):
         vad: object,
         turn_model: EndOfTurn,
         responder: Responder,
-        endpoint: EndpointConfig,
+        endpoint: EndpointingConfig,
+        vad_threshold: float = 0.5,
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
         on_event: Callable[[str, int, str], None] | None = None,
@@ -94,7 +95,7 @@ class VoiceLoop(Answering):
         self.vad = vad
         self.turn_model = turn_model
         self.responder = responder
-        self.endpointer = Endpointer(endpoint)
+        self.endpointer = Endpointer(endpoint, threshold=vad_threshold)
         self.clock = clock or MonotonicClock()
         self.on_trace = on_trace
         self.on_event = on_event or (lambda _name, _turn, _text: None)
@@ -320,9 +321,8 @@ class VoiceLoop(Answering):
         """A turn cut at ``max_turn_s`` waits for the visitor's pause: ``silence_ms`` below the VAD's low threshold.
         Speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in."""
         assert self._held is not None
-        cfg = self.endpointer.config
-        self._held_silence = self._held_silence + 1 if probability < cfg.neg_threshold else 0
-        if self._held_silence * FRAME / RATE * 1000 >= cfg.silence_ms:
+        self._held_silence = self._held_silence + 1 if probability < self.endpointer.neg_threshold else 0
+        if self._held_silence * FRAME / RATE * 1000 >= self.endpointer.config.silence_ms:
             t = self.samples_in / RATE
             held, self._held = self._held, None
             turn = dataclasses.replace(held, committed_t=t, committed_wall=self.clock.now())
@@ -335,7 +335,7 @@ class VoiceLoop(Answering):
         end of the turn is still being confirmed; any speech afterwards invalidates it."""
         if self._turn is None:
             return
-        if probability >= self.endpointer.config.threshold:
+        if probability >= self.endpointer.threshold:
             self._early_verdict = self._silence_audio = None
             if self._speculated:
                 with self._spec_lock:
@@ -343,7 +343,7 @@ class VoiceLoop(Answering):
                     self._drop_speculative_reply()  # the visitor goes on: what was begun for the pause is moot
         elif (
             not self._speculated
-            and probability < self.endpointer.config.neg_threshold
+            and probability < self.endpointer.neg_threshold
             and self.endpointer.state == EndpointState.SPEECH
         ):
             with self._spec_lock:
@@ -377,7 +377,7 @@ class VoiceLoop(Answering):
         """Speech by the VAD, and with echo cancellation also as loud as the level that pauses the speaker: the VAD
         judges the shape of a sound more than its level, and the faint residue of the kiosk's own voice after the
         canceller must not cut its reply."""
-        if probability < self.endpointer.config.threshold:
+        if probability < self.endpointer.threshold:
             return False
         if self.gate is None:
             return True
