@@ -16,6 +16,7 @@ from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig
+from edgevoice.live.events import Fallback, Partial
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
@@ -248,7 +249,7 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
     llm = HangingLlm("It is upstairs.", ManualClock())
     responder.llm = llm
     fallbacks: list[tuple[int, str]] = []
-    loop.on_event = lambda name, turn, text: fallbacks.append((turn, text)) if name == "fallback" else None
+    loop.on_event = lambda e: fallbacks.append((e.turn_id, e.reason)) if isinstance(e, Fallback) else None
     with running(loop) as played:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # the listener runs on: 1.5 s
         assert llm.hanging.wait(10)
@@ -320,7 +321,7 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     loop.asr.recognizer = recognizer
     loop.turn_model = IncompleteThenComplete()
     partials: list[str] = []
-    loop.on_event = lambda name, _turn, text: partials.append(text) if name == "partial" else None
+    loop.on_event = lambda e: partials.append(e.text) if isinstance(e, Partial) else None
     with running(loop):
         # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
         # incomplete, 0.5 s more, then silence
@@ -514,3 +515,14 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tup
     # only the adopted reply was heard: nothing of the dropped one reached the speaker
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
+
+
+def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
+    from edgevoice.live.cli import event_record
+    from edgevoice.live.events import BargeIn, FallbackReason, Speaking
+
+    assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
+    assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
+    assert event_record(Speaking(3)) == {"event": "speaking", "turn": 3}
+    assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
+    assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}

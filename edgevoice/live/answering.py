@@ -16,8 +16,9 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.streaming_asr import Speculation, StreamingTranscriber
+from edgevoice.live.events import LoopEvent, Speaking
 from edgevoice.priority import lower_this_thread
-from edgevoice.reply.output import ReplyOutput
+from edgevoice.reply.output import FallbackReason, ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speculation import SpeculativeReply
 
@@ -44,7 +45,7 @@ class Answering:
     responder: Responder
     asr: StreamingTranscriber
     on_trace: Callable[[ReplyTrace, Turn], None] | None
-    on_event: Callable[[str, int, str], None]
+    on_event: Callable[[LoopEvent], None]
     speculative_reply: bool
     speculative_replies: dict[str, int]
     _spec_lock: threading.Lock
@@ -118,18 +119,18 @@ class Answering:
             log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
             self.errors.append(exc)
             trace.error = exc.code
-            self.output.fallback(reply, "error")
+            self.output.fallback(reply, FallbackReason.ERROR)
         except Exception as exc:  # an engine bug must cost one turn, not the service
             error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
             log.exception("turn %d failed: %s", turn.turn_id, error)
             self.errors.append(error)
             trace.error = error.code
-            self.output.fallback(reply, "error")
+            self.output.fallback(reply, FallbackReason.ERROR)
         finally:
             self.playback.expect_audio = False
             if spec is not None:  # also when the held reply failed: no mark of this turn before its commit
                 trace.settle_before(turn.committed_wall)
-            trace.fallback = reply.fallback
+            trace.fallback = reply.fallback.value if reply.fallback is not None else None
             trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
             trace.underruns = self.speaker.stats().underrun_events - underruns
             if trace.cancelled:
@@ -163,7 +164,7 @@ class Answering:
         n = self.output.emit(audio)
         self.playback.expect_audio = not self._cancel.is_set()
         if first and n:
-            self.on_event("speaking", self._current_turn, "")
+            self.on_event(Speaking(self._current_turn))
         return n
 
     # -- speculative replies (see edgevoice/reply/speculation.py) ------------------------------------------------

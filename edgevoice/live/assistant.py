@@ -23,6 +23,7 @@ from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
+from edgevoice.live.events import LoopEvent
 from edgevoice.live.loop import RATE, Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speech_text import normalize_for_speech
@@ -93,7 +94,7 @@ class LiveAssistant:
         responder: Responder,
         *,
         on_trace: Callable[[ReplyTrace, Turn, TurnTimeline], None] | None = None,
-        on_event: Callable[[str, int, str], None] | None = None,
+        on_event: Callable[[LoopEvent], None] | None = None,
     ) -> None:
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate

@@ -31,6 +31,7 @@ from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Endpoint
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this module's API
 from edgevoice.live.answering import Answering
+from edgevoice.live.events import BargeIn, LoopEvent, Partial
 from edgevoice.reply.output import ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speculation import SpeculativeReply
@@ -63,7 +64,7 @@ class VoiceLoop(Answering):
         vad_threshold: float = 0.5,
         clock: Clock | None = None,
         on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
-        on_event: Callable[[str, int, str], None] | None = None,
+        on_event: Callable[[LoopEvent], None] | None = None,
         reference: SharedRing | None = None,
         barge_in_level_db: float | None = None,
         compute_nice: int = 0,
@@ -85,9 +86,8 @@ class VoiceLoop(Answering):
         ``speculative_reply``: start the reply the moment the visitor falls silent, its audio held until the turn
         is committed (:mod:`edgevoice.reply.speculation`).
 
-        ``on_trace`` gets each finished turn; ``on_event`` gets ("speaking", turn id) when a reply's first audio is
-        queued, ("barge_in", turn id) when the visitor interrupts it and ("partial", turn id, text) for each partial
-        transcript while the visitor speaks (the text is empty for the others). Both run on the loop's threads.
+        ``on_trace`` gets each finished turn; ``on_event`` gets the events of :mod:`edgevoice.live.events` (partial
+        transcripts, a reply's first audio, barge-ins, fallbacks). Both run on the loop's threads.
         """
         self.mic, self.speaker = mic, speaker
         self.playback = PlaybackControl(speaker, reference)
@@ -98,7 +98,7 @@ class VoiceLoop(Answering):
         self.endpointer = Endpointer(endpoint, threshold=vad_threshold)
         self.clock = clock or MonotonicClock()
         self.on_trace = on_trace
-        self.on_event = on_event or (lambda _name, _turn, _text: None)
+        self.on_event = on_event or (lambda _event: None)
         self._current_turn = 0
         self._turns: queue.Queue[Turn | SpeculativeReply | None] = queue.Queue()
         self._stop = threading.Event()
@@ -127,7 +127,7 @@ class VoiceLoop(Answering):
         self.asr = StreamingTranscriber(
             responder.recognizer,
             prompt=responder.asr_prompt,
-            on_partial=lambda turn_id, text: self.on_event("partial", turn_id, text),
+            on_partial=lambda turn_id, text: self.on_event(Partial(turn_id, text)),
             on_speculation=self._on_speculation,
             nice=compute_nice,
         )
@@ -148,7 +148,7 @@ class VoiceLoop(Answering):
             fallback_audio=fallback_audio,
             fallback_text=fallback_text,
             budget_s=reply_budget_s,
-            on_fallback=lambda turn_id, reason: self.on_event("fallback", turn_id, reason),
+            on_fallback=lambda event: self.on_event(event),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -389,5 +389,5 @@ class VoiceLoop(Answering):
         self._cancel.set()
         self.playback.request_flush()
         self._arm_gate(False)  # after the flush request: the gate lifts a pause only once the flush is done
-        self.on_event("barge_in", self._current_turn, "")
+        self.on_event(BargeIn(self._current_turn))
         log.info("barge-in: output flushed, reply cancelled")
