@@ -15,7 +15,8 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.listen.endpointing import EndpointingConfig
+from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
+from edgevoice.listen.turn import Turn
 from edgevoice.live.events import Fallback, Partial
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
@@ -70,7 +71,13 @@ def rings() -> Iterator[tuple[SharedRing, SharedRing]]:
 
 
 def make_loop(  # type: ignore[no-untyped-def]
-    mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | None = None, *, barge_in_level_db=None
+    mic: SharedRing,
+    spk: SharedRing,
+    reply: str,
+    synth: FakeSynth | None = None,
+    *,
+    barge_in_level_db=None,
+    endpoint: EndpointingConfig | None = None,
 ):
     clock = ManualClock()
     responder = Responder(
@@ -95,7 +102,7 @@ def make_loop(  # type: ignore[no-untyped-def]
         vad=EnergyVad(),
         turn_model=CompleteTurn(),
         responder=responder,
-        endpoint=EndpointingConfig(),
+        endpoint=endpoint or EndpointingConfig(),
         on_trace=on_trace,
         barge_in_level_db=barge_in_level_db,
     )
@@ -184,6 +191,25 @@ def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, Shar
     loop.close()
     assert time.monotonic() - t < 2.0
     assert traces == [] and loop.turn_model.calls == 0  # type: ignore[attr-defined]
+
+
+def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
+    turns: list[Turn] = []
+    report = loop.answerer.on_trace
+    assert report is not None
+    loop.answerer.on_trace = lambda trace, turn: (turns.append(turn), report(trace, turn))[-1]
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
+        assert done.wait(10)
+    (turn,) = turns
+    assert len(traces) == 1 and turn.reason is TurnEndReason.MAX_LENGTH
+    # speech from frame 9 (0.288 s), confirmed in frame 12, is cut 2 s after its onset, in frame 71: the turn keeps
+    # the preroll (the 10 frames up to the confirmation) and what came until the cut, not the speech that went on
+    assert (turn.start_index, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
+    # speech ends in frame 90; six silent frames (192 ms) later, at the end of frame 96, the turn is answered
+    assert turn.committed_t == pytest.approx(97 * 512 / RATE)
 
 
 class FlakyLlm(FakeLlm):

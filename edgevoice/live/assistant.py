@@ -24,7 +24,8 @@ from edgevoice.config import Config
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
 from edgevoice.live.events import LoopEvent
-from edgevoice.live.loop import RATE, Turn, VoiceLoop
+from edgevoice.live.listener import RATE
+from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.trace import TurnTimeline, speech_end_index
