@@ -4,7 +4,6 @@ directly (bad input, soak): the loop `edgevoice run` runs, without PortAudio."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -60,7 +59,7 @@ def running_loop(
                 n = loop.playback.read_into(buf)
                 if played is not None:
                     played.append(buf[:n].copy())
-                time.sleep(0.01)
+                stop.wait(0.01)  # the device's period
 
         player = threading.Thread(target=device)
         try:

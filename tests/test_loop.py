@@ -17,7 +17,7 @@ from edgevoice.config import Config
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
-from edgevoice.live.events import Fallback, Partial
+from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
@@ -34,6 +34,19 @@ class EnergyVad:
 
     def probability(self, frame: np.ndarray) -> float:
         return 0.9 if np.abs(frame).max() > 0.05 else 0.02
+
+
+class CountingVad(EnergyVad):
+    """Sets ``heard`` once it has judged ``frames`` frames."""
+
+    def __init__(self, frames: int) -> None:
+        self.frames, self.heard = frames, threading.Event()
+
+    def probability(self, frame: np.ndarray) -> float:
+        self.frames -= 1
+        if self.frames <= 0:
+            self.heard.set()
+        return super().probability(frame)
 
 
 class CompleteTurn:
@@ -109,45 +122,74 @@ def make_loop(  # type: ignore[no-untyped-def]
     return loop, responder, traces, done
 
 
-def drain(loop: VoiceLoop, stop: threading.Event, out: list[np.ndarray]) -> None:
-    """Stands in for the output device callback: 10 ms at a time, in real time."""
-    buf = np.zeros(220, dtype=np.float32)
-    while not stop.is_set():
-        loop.playback.read_into(buf)
-        out.append(buf.copy())
-        time.sleep(0.01)
+class Player:
+    """Stands in for the output device callback: takes 10 ms of the reply every 10 ms, in real time, keeps what it
+    took (``played``) and wakes those waiting for an amount to be played."""
+
+    def __init__(self, loop: VoiceLoop) -> None:
+        self.loop = loop
+        self.played: list[np.ndarray] = []
+        self.stop = threading.Event()
+        self._taken = 0
+        self._changed = threading.Condition()
+
+    def run(self) -> None:
+        buf = np.zeros(220, dtype=np.float32)
+        while not self.stop.is_set():
+            n = self.loop.playback.read_into(buf)
+            with self._changed:
+                self.played.append(buf.copy())
+                self._taken += n
+                self._changed.notify_all()
+            self.stop.wait(0.01)  # the device's period
+
+    def wait_played(self, seconds: float, timeout: float = 10.0) -> bool:
+        """Until ``seconds`` of reply audio (22.05 kHz) were taken from the ring."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._taken >= seconds * 22050, timeout)
 
 
 @contextlib.contextmanager
-def running(loop: VoiceLoop) -> Iterator[list[np.ndarray]]:
-    """The loop started, with ``drain`` standing in for the output device; yields what was played. Both are
-    stopped and joined on exit."""
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
+def running(loop: VoiceLoop) -> Iterator[Player]:
+    """The loop started, with a :class:`Player` standing in for the output device. Both are stopped and joined on
+    exit."""
+    player = Player(loop)
+    thread = threading.Thread(target=player.run)
     try:
         with loop:
-            player.start()
-            yield played
+            thread.start()
+            yield player
     finally:
-        stop.set()
-        if player.is_alive():
-            player.join()
+        player.stop.set()
+        if thread.is_alive():
+            thread.join()
+
+
+class AskedLlm(FakeLlm):
+    """Tells when it is first asked for a reply."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply, ManualClock(), per_token=0.0)
+        self.asked = threading.Event()
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        self.asked.set()
+        yield from super().stream_reply(messages, max_tokens=max_tokens)
 
 
 def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.5), speech(1.0), silence(0.6)]))
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
+        assert spk.available() == 0  # the trace comes once the reply has left the ring
     (trace,) = traces
     assert trace.transcript == "Where is the cafe?"
     assert trace.reply == "The cafe is upstairs. It opens at ten."
     assert not trace.cancelled
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-    assert np.concatenate(played).max() == pytest.approx(0.1)
+    assert np.concatenate(player.played).max() == pytest.approx(0.1)
     assert spk.stats().overrun_events == 0
 
 
@@ -157,12 +199,9 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     loop, responder, traces, done = make_loop(
         mic, spk, "The cafe is upstairs next to the big window. It opens at ten every day.", SlowSynth(clock)
     )
-    with running(loop):
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        # wait until the reply is audible, then speak over it
-        deadline = time.monotonic() + 10
-        while spk.stats().read < 22050 * 1.0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert player.wait_played(1.0)  # the reply is audible: speak over it
         mic.write(speech(0.5))
         assert done.wait(10)
         queued_at_barge_in = spk.stats().written
@@ -182,11 +221,10 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, traces, _ = make_loop(mic, spk, "Never.")
+    vad = loop.vad = CountingVad(int(1.9 * RATE / 512))
     loop.start()
     mic.write(silence(2.0))
-    deadline = time.monotonic() + 5
-    while loop.samples_in < RATE * 1.9 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert vad.heard.wait(5)
     t = time.monotonic()
     loop.close()
     assert time.monotonic() - t < 2.0
@@ -233,7 +271,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
     loop.output.fallback_audio, loop.output.fallback_text = FALLBACK, "Sorry?"
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
         assert done.wait(10)
         done.clear()
@@ -244,7 +282,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
     assert [t.reply for t in traces] == ["Sorry?", "It is upstairs."]
     assert [t.fallback for t in traces] == ["error", None] and traces[0].error == "stage_unexpected"
     assert not traces[0].cancelled  # a failure, not a barge-in
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)  # the whole phrase played, once
     assert np.flatnonzero(np.isclose(audio, -0.2))[-1] < np.flatnonzero(np.isclose(audio, 0.1))[0]  # before turn 2
     # the failed turn left no trace in the conversation
@@ -274,15 +312,20 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
     loop.output.fallback_audio, loop.output.fallback_text, loop.output.budget_s = FALLBACK, "Sorry?", 0.3
     llm = HangingLlm("It is upstairs.", ManualClock())
     responder.llm = llm
-    fallbacks: list[tuple[int, str]] = []
-    loop.on_event = lambda e: fallbacks.append((e.turn_id, e.reason)) if isinstance(e, Fallback) else None
-    with running(loop) as played:
+    fallbacks: list[Fallback] = []
+    fell_back = threading.Event()
+
+    def on_event(event: LoopEvent) -> None:
+        if isinstance(event, Fallback):
+            fallbacks.append(event)
+            fell_back.set()
+
+    loop.on_event = on_event
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # the listener runs on: 1.5 s
         assert llm.hanging.wait(10)
-        deadline = time.monotonic() + 10
-        while not fallbacks and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert fallbacks == [(1, "late")]
+        assert fell_back.wait(10)
+        assert fallbacks == [Fallback(1, FallbackReason.LATE)]
         assert not done.is_set()  # the engine still hangs, the phrase plays all the same
         llm.release.set()
         assert done.wait(10)
@@ -293,7 +336,7 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
     assert first.fallback == "late" and first.reply == "Sorry?" and first.first_sample_queued is not None
     assert first.first_sample_queued - first.committed < 0.3 + 0.2  # budget, plus one 32 ms frame and scheduling
     assert second.fallback is None and second.reply == "It is upstairs."
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)
     # only the second turn's reply: nothing the hung engine produced once released
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in second.clauses) > 0
@@ -347,14 +390,19 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     loop.asr.recognizer = recognizer
     loop.turn_model = IncompleteThenComplete()
     partials: list[str] = []
-    loop.on_event = lambda e: partials.append(e.text) if isinstance(e, Partial) else None
+    partial = threading.Event()
+
+    def on_event(event: LoopEvent) -> None:
+        if isinstance(event, Partial):
+            partials.append(event.text)
+            partial.set()
+
+    loop.on_event = on_event
     with running(loop):
         # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
         # incomplete, 0.5 s more, then silence
         mic.write(np.concatenate([silence(0.3), speech(1.6)]))
-        deadline = time.monotonic() + 10
-        while not partials and time.monotonic() < deadline:
-            time.sleep(0.005)
+        assert partial.wait(10)
         mic.write(np.concatenate([silence(0.4), speech(0.5), silence(0.6)]))
         assert done.wait(10)
     (trace,) = traces
@@ -416,11 +464,9 @@ def reply_with_a_sound_over_it(
     loop, responder, traces, done = make_loop(mic, spk, REPLY_UNDER_SOUND, SlowSynth(clock), barge_in_level_db=-40.0)
     assert loop.gate is not None
     capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
-    with running(loop):
+    with running(loop) as player:
         capture(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        deadline = time.monotonic() + 10
-        while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert player.wait_played(0.5)
         capture(sound)
         paused = loop.playback.paused
         capture(silence(1.0))
@@ -461,12 +507,13 @@ class PrefillingLlm(FakeLlm):
 
     def prefill(self, messages: object) -> int:
         self.prefilling.set()
-        while not self.release.is_set() and (self.stubborn or not self.interrupted.is_set()):
-            time.sleep(0.005)
+        self.release.wait(10)
         return 0
 
     def interrupt(self) -> None:
         self.interrupted.set()
+        if not self.stubborn:
+            self.release.set()
 
 
 @pytest.mark.parametrize("stubborn", [False, True])
@@ -499,45 +546,39 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
 def test_a_reply_begun_at_the_pause_is_adopted_when_the_turn_ends(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs. It opens at ten.")
     loop.speculative_reply = True
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent
-        deadline = time.monotonic() + 10
-        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        mic.write(silence(0.6))  # ... and stays silent: the turn ends
+        assert llm.asked.wait(10)  # the reply begins
+        mic.write(silence(0.6))  # ... and the visitor stays silent: the turn ends
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
     (trace,) = traces
     assert loop.speculative_replies == {"started": 1, "adopted": 1, "dropped": 0}
     assert trace.speculative_reply and trace.reply == "The cafe is upstairs. It opens at ten."
     assert len(responder.llm.prompts) == 1  # type: ignore[attr-defined]  # generated once, before the commit
     assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses) > 0
 
 
 def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs.")
     loop.speculative_reply = True
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.1)]))  # a breath: shorter than silence_ms
-        deadline = time.monotonic() + 10
-        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        assert llm.asked.wait(10)  # the reply begins
         assert loop.speculative_replies["started"] == 1
         mic.write(np.concatenate([speech(0.8), silence(0.6)]))  # the visitor goes on, then stops
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
     (trace,) = traces
     counts = loop.speculative_replies
     assert counts["dropped"] == 1 and counts["adopted"] == counts["started"] - 1  # the turn's end was answered
     assert trace.reply == "The cafe is upstairs." and not trace.cancelled
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     # only the adopted reply was heard: nothing of the dropped one reached the speaker
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
@@ -545,7 +586,7 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tup
 
 def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
     from edgevoice.live.cli import event_record
-    from edgevoice.live.events import BargeIn, FallbackReason, Speaking
+    from edgevoice.live.events import BargeIn, Speaking
 
     assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
     assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
