@@ -250,6 +250,30 @@ def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tup
     assert turn.committed_t == pytest.approx(97 * 512 / RATE)
 
 
+class VadBrokenAt(EnergyVad):
+    """Raises an unexpected error on its ``n``-th frame."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def probability(self, frame: np.ndarray) -> float:
+        self.n -= 1
+        if self.n == 0:
+            raise RuntimeError("vad exploded")
+        return super().probability(frame)
+
+
+def test_a_listener_error_while_a_cut_turn_waits_still_answers_it(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
+    loop.vad = VadBrokenAt(80)  # the turn is cut in frame 71; the visitor goes on until frame 90
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
+        assert done.wait(10)
+    assert [e.code for e in loop.errors] == ["stage_unexpected"]
+    assert len(traces) == 1 and traces[0].reply == "Yes."
+
+
 class FlakyLlm(FakeLlm):
     """Raises an unexpected error on its first reply, then works."""
 

@@ -111,7 +111,8 @@ class Listener:
                     self.errors.append(error)
                     self._turn = None
                     self.speculation.abort()
-                    self.endpointer.reset(t=self.samples_in / RATE)
+                    if self._held is None:  # else the endpointer still waits for the pause that answers it
+                        self.endpointer.reset(t=self.samples_in / RATE)
 
     def _on_frame(self, frame: FloatAudio) -> None:
         self.answerer.output.check_budget()
