@@ -235,9 +235,9 @@ def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tup
     mic, spk = rings
     loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
     turns: list[Turn] = []
-    report = loop.answerer.on_trace
+    report = loop.on_trace
     assert report is not None
-    loop.answerer.on_trace = lambda trace, turn: (turns.append(turn), report(trace, turn))[-1]
+    loop.on_trace = lambda trace, turn: (turns.append(turn), report(trace, turn))[-1]
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
         assert done.wait(10)

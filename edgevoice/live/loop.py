@@ -192,6 +192,14 @@ class VoiceLoop:
         self.listener.turn_model = model
 
     @property
+    def on_trace(self) -> Callable[[ReplyTrace, Turn], None] | None:
+        return self.answerer.on_trace
+
+    @on_trace.setter
+    def on_trace(self, on_trace: Callable[[ReplyTrace, Turn], None] | None) -> None:
+        self.answerer.on_trace = on_trace
+
+    @property
     def endpointer(self) -> Endpointer:
         return self.listener.endpointer
 
