@@ -22,7 +22,7 @@ from edgevoice.reply.output import FallbackReason, ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speculation import SpeculativeReply
 
-log = logging.getLogger("edgevoice.live.loop")
+log = logging.getLogger(__name__)
 
 
 class Answerer:

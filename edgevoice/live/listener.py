@@ -34,7 +34,7 @@ from edgevoice.listen.turn import Turn
 from edgevoice.live.answering import Answerer
 from edgevoice.reply.speculation import SpeculativeReplies
 
-log = logging.getLogger("edgevoice.live.loop")
+log = logging.getLogger(__name__)
 
 RATE = 16000
 FRAME = 512
