@@ -617,3 +617,20 @@ def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
     assert event_record(Speaking(3)) == {"event": "speaking", "turn": 3}
     assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
     assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
+
+
+def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    loop, responder, traces, _ = make_loop(mic, spk, "The cafe is upstairs.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs.")
+    loop.speculative_reply = True
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent...
+        assert llm.asked.wait(10)  # ... the reply begins, and the loop is stopped before the turn ends
+        t = time.monotonic()
+        assert loop.close(timeout=2.0)
+        assert time.monotonic() - t < 1.0
+    assert loop.speculative_replies == {"started": 1, "adopted": 0, "dropped": 1}
+    assert traces == [] and spk.available() == 0  # nothing of it was heard

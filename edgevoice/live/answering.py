@@ -117,7 +117,7 @@ class Answerer:
         """Begin the reply for a speculation, its audio held; answer the turn with it if the listener adopts it."""
         self.cancel.clear()
         spec.start(self.responder, self.cancel, self._emit_first, self._queued_s)
-        turn = spec.wait_decision(self._stop)
+        turn = spec.wait_decision()
         if turn is None:  # dropped (the visitor went on) or shutting down: nothing of it was heard
             self.cancel.set()
             try:

@@ -149,6 +149,7 @@ class VoiceLoop:
         still inside llama.cpp while its model is freed crashes the process)."""
         deadline = time.monotonic() + timeout
         self._stop.set()
+        self.speculation.abort()  # a reply begun early and waiting for its turn's end is dropped
         self.answerer.shut_down()
         self.responder.interrupt()
         for thread in self._threads:

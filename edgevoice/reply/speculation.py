@@ -115,15 +115,12 @@ class SpeculativeReply:
         self._thread = threading.Thread(target=run, name="edgevoice-speculate", daemon=False)
         self._thread.start()
 
-    def wait_decision(self, stop: threading.Event, timeout: float = DECISION_TIMEOUT_S) -> Turn | None:
-        """The committed turn when adopted; None when dropped, stopping, or undecided after ``timeout`` (a turn
-        that never ended: a safety net, the listener decides every speculation it started)."""
-        for _ in range(int(timeout / 0.01)):
-            if self._decided.wait(0.01):
-                return self.turn
-            if stop.is_set():
-                return None
-        return None
+    def wait_decision(self, timeout: float = DECISION_TIMEOUT_S) -> Turn | None:
+        """The committed turn when adopted; None when dropped (shutting down drops it too, see
+        :meth:`SpeculativeReplies.abort`) or undecided after ``timeout`` (a turn that never ended: a safety net, the
+        listener decides every speculation it started)."""
+        self._decided.wait(timeout)
+        return self.turn
 
     def finish(self) -> None:
         """Wait for the reply to end; re-raise what stopped it."""
@@ -188,7 +185,8 @@ class SpeculativeReplies:
             self._drop()
 
     def abort(self) -> None:
-        """The turn in progress was abandoned: no reply may start for it."""
+        """The turn in progress was abandoned (or the loop stops): no reply may start for it, and the one begun is
+        dropped."""
         with self._lock:
             self._open = False
             self._drop()
