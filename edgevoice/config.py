@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from edgevoice import data
 from edgevoice.errors import ConfigError
+from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
 from edgevoice.paths import SYSTEM_CONFIG
 
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
@@ -107,21 +108,6 @@ class AudioConfig:
     audio path's (0: the same). Off by default: the compute threads also run Python, and one of them holding the GIL
     while the kernel keeps it waiting behind other work holds up the audio callbacks too (see
     :mod:`edgevoice.priority`)."""
-
-
-@dataclass(frozen=True)
-class EndpointingConfig:
-    silence_ms: int = field(default=192, metadata=_rng(60, 3000))
-    """Silence after which the turn ends if Smart Turn judges it complete (counted in 32 ms VAD frames: the default
-    is six frames)."""
-    incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(100, 10000))
-    """Longest wait after an incomplete-sounding turn."""
-    min_speech_ms: int = field(default=120, metadata=_rng(30, 2000))
-    complete_threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
-    max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
-    speculative_reply: bool = True
-    """Begin the reply the moment the visitor falls silent (its audio held back until the turn is committed), so the
-    language model and the synthesizer work while the end of the turn is being confirmed."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ directly (bad input, soak): the loop `edgevoice run` runs, without PortAudio."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -15,7 +14,7 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
-from edgevoice.live.assistant import endpoint_config, speak_once
+from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
 
@@ -45,7 +44,8 @@ def running_loop(
             vad=engines.vad,
             turn_model=turn_model,  # type: ignore[arg-type]
             responder=assistant.responder,
-            endpoint=endpoint_config(config),
+            endpoint=config.endpointing,
+            vad_threshold=config.vad.threshold,
             on_trace=on_trace,
             fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
             fallback_text=config.kiosk.fallback_phrase,
@@ -59,7 +59,7 @@ def running_loop(
                 n = loop.playback.read_into(buf)
                 if played is not None:
                     played.append(buf[:n].copy())
-                time.sleep(0.01)
+                stop.wait(0.01)  # the device's period
 
         player = threading.Thread(target=device)
         try:

@@ -10,14 +10,18 @@ import pytest
 
 from edgevoice.errors import ConfigError, TurnError, VadError
 from edgevoice.listen.endpointing import (
-    EndpointConfig,
+    CutTurnPause,
     Endpointer,
     EndpointEvent,
+    EndpointingConfig,
     EndpointState,
     Pause,
+    Silence,
+    SilenceEnd,
     SpeechResume,
     SpeechStart,
     TurnEnd,
+    TurnEndReason,
 )
 
 F = 0.032  # Silero VAD: 512 samples at 16 kHz
@@ -26,13 +30,20 @@ Verdict = Callable[[Pause], float | None]
 
 
 def run(
-    ep: Endpointer, probs: Sequence[float], verdict: Verdict | None = None, frame_s: float = F
+    ep: Endpointer,
+    probs: Sequence[float],
+    verdict: Verdict | None = None,
+    frame_s: float = F,
+    *,
+    silences: bool = False,
 ) -> list[tuple[int, EndpointEvent]]:
     """Feed every probability; answer each Pause at once with ``verdict(pause)`` unless it returns None.
-    Returns (index of the frame during which it happened, event)."""
+    Returns (index of the frame during which it happened, event); Silence and SilenceEnd only with ``silences``."""
     out: list[tuple[int, EndpointEvent]] = []
     for i, p in enumerate(probs):
         for event in ep.feed(frame_s, p):
+            if isinstance(event, (Silence, SilenceEnd)) and not silences:
+                continue
             out.append((i, event))
             if isinstance(event, Pause) and verdict is not None:
                 answer = verdict(event)
@@ -58,29 +69,25 @@ def incomplete(_: Pause) -> float:
 
 
 def test_defaults() -> None:
-    cfg = EndpointConfig()
-    assert cfg.silence_ms <= 200
-    assert (cfg.threshold, cfg.neg_threshold, cfg.min_speech_ms, cfg.incomplete_max_silence_ms) == (
-        0.5,
-        0.35,
-        120,
-        1200,
-    )
-    assert (cfg.complete_threshold, cfg.max_turn_s) == (0.5, 30.0)
+    cfg = EndpointingConfig()
+    assert (cfg.silence_ms, cfg.min_speech_ms, cfg.incomplete_max_silence_ms) == (192, 120, 1200)
+    assert (cfg.complete_threshold, cfg.max_turn_s, cfg.speculative_reply) == (0.5, 30.0, True)
+    ep = Endpointer()
+    assert (ep.threshold, ep.neg_threshold) == (0.5, 0.35)
 
 
 def test_a_complete_turn_ends_one_silence_window_after_the_speech() -> None:
     ep = Endpointer()
     events = run(ep, frames((SILENCE, 10), (SPEECH, 20), (SILENCE, 20)), complete)
     # Speech occupies frames 10..29. It is confirmed after 4 frames (128 ms >= 120 ms), dated at its onset.
-    # Silence from 30 * F; 7 frames (224 ms) is the first whole-frame count reaching 200 ms: the pause and the
-    # complete verdict both land at the end of frame 36.
+    # Silence from 30 * F; 6 frames (192 ms) reach silence_ms: the pause and the complete verdict both land at the
+    # end of frame 35.
     assert events == [
         (13, SpeechStart(approx(10 * F))),
-        (36, Pause(approx(37 * F), approx(30 * F), approx(10 * F), 1)),
-        (36, TurnEnd(approx(37 * F), approx(30 * F), "complete", approx(10 * F))),
+        (35, Pause(approx(36 * F), approx(30 * F), approx(10 * F), 1)),
+        (35, TurnEnd(approx(36 * F), approx(30 * F), TurnEndReason.COMPLETE, approx(10 * F))),
     ]
-    assert events[-1][1].t - events[-1][1].speech_end_t == approx(0.224)  # type: ignore[union-attr]
+    assert events[-1][1].t - events[-1][1].speech_end_t == approx(0.192)  # type: ignore[union-attr]
     assert ep.state is EndpointState.IDLE
 
 
@@ -90,8 +97,8 @@ def test_an_incomplete_turn_waits_until_the_long_silence() -> None:
     # Speech ends at 20 * F; 1.2 s / 32 ms = 37.5, so the 38th silent frame (index 57) ends the turn.
     assert events == [
         (3, SpeechStart(0.0)),
-        (26, Pause(approx(27 * F), approx(20 * F), 0.0, 1)),
-        (57, TurnEnd(approx(58 * F), approx(20 * F), "silence_timeout", 0.0)),
+        (25, Pause(approx(26 * F), approx(20 * F), 0.0, 1)),
+        (57, TurnEnd(approx(58 * F), approx(20 * F), TurnEndReason.SILENCE_TIMEOUT, 0.0)),
     ]
     assert ep.state is EndpointState.IDLE
 
@@ -99,7 +106,7 @@ def test_an_incomplete_turn_waits_until_the_long_silence() -> None:
 def test_no_verdict_at_all_still_ends_at_the_long_silence() -> None:
     ep = Endpointer()
     events = run(ep, frames((SPEECH, 20), (SILENCE, 60)))
-    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (26, "Pause"), (57, "TurnEnd")]
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (25, "Pause"), (57, "TurnEnd")]
     assert events[-1][1] == TurnEnd(approx(58 * F), approx(20 * F), "silence_timeout", 0.0)
 
 
@@ -109,10 +116,10 @@ def test_speech_resuming_mid_pause_continues_the_same_turn() -> None:
     events = run(ep, frames((SPEECH, 20), (SILENCE, 15), (SPEECH, 10), (SILENCE, 10)), lambda _: next(verdicts))
     assert events == [
         (3, SpeechStart(0.0)),
-        (26, Pause(approx(27 * F), approx(20 * F), 0.0, 1)),  # incomplete: keep listening
+        (25, Pause(approx(26 * F), approx(20 * F), 0.0, 1)),  # incomplete: keep listening
         (38, SpeechResume(approx(35 * F))),  # speech back at frame 35, confirmed after 4 frames
-        (51, Pause(approx(52 * F), approx(45 * F), 0.0, 2)),
-        (51, TurnEnd(approx(52 * F), approx(45 * F), "complete", 0.0)),  # one turn, from the first onset
+        (50, Pause(approx(51 * F), approx(45 * F), 0.0, 2)),
+        (50, TurnEnd(approx(51 * F), approx(45 * F), "complete", 0.0)),  # one turn, from the first onset
     ]
 
 
@@ -139,34 +146,60 @@ def test_hysteresis() -> None:
     assert run(ep, frames((0.45, 100))) == []
     # ...but keeps one going: a second of 0.4 after speech is still speech.
     events = run(ep, frames((SPEECH, 5), (0.4, 31), (0.3, 7)), complete)
-    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (42, "Pause"), (42, "TurnEnd")]
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (41, "Pause"), (41, "TurnEnd")]
     assert events[-1][1].speech_end_t == approx(ep.now - 7 * F)  # type: ignore[union-attr]
     # Once silent, 0.45 does not bring speech back: the silence keeps counting from the last speech frame.
     ep = Endpointer()
     events = run(ep, frames((SPEECH, 10), (0.3, 1), (0.45, 6)), incomplete)
-    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (16, "Pause")]
+    assert [(i, type(e).__name__) for i, e in events] == [(3, "SpeechStart"), (15, "Pause")]
 
 
-def test_max_length_cuts_a_turn_and_speech_that_goes_on_starts_the_next() -> None:
-    ep = Endpointer(EndpointConfig(max_turn_s=2.0))
-    events = run(ep, frames((SPEECH, 70)))
-    # 2.0 s / 32 ms = 62.5: the turn is cut at the end of frame 62; the speech that goes on is a new turn.
+def test_max_length_cuts_a_turn_which_waits_for_the_visitors_pause() -> None:
+    ep = Endpointer(EndpointingConfig(max_turn_s=2.0))
+    # 2.0 s / 32 ms = 62.5: the turn is cut at the end of frame 62. The speech that goes on starts nothing, nor do
+    # pauses shorter than silence_ms; six silent frames (192 ms) end the wait, and listening starts over.
+    events = run(ep, frames((SPEECH, 70), (SILENCE, 5), (SPEECH, 10), (SILENCE, 6), (SPEECH, 4)))
     assert events == [
         (3, SpeechStart(0.0)),
-        (62, TurnEnd(approx(63 * F), approx(63 * F), "max_length", 0.0)),
-        (66, SpeechStart(approx(63 * F))),
+        (62, TurnEnd(approx(63 * F), approx(63 * F), TurnEndReason.MAX_LENGTH, 0.0)),
+        (90, CutTurnPause(approx(91 * F))),
+        (94, SpeechStart(approx(91 * F))),
     ]
+    assert ep.state is EndpointState.SPEECH
 
 
 def test_max_length_also_bounds_a_turn_waiting_in_a_pause() -> None:
-    ep = Endpointer(EndpointConfig(max_turn_s=1.0, incomplete_max_silence_ms=5000))
-    events = run(ep, frames((SPEECH, 20), (SILENCE, 30)), incomplete)
-    assert events[-1] == (31, TurnEnd(approx(32 * F), approx(20 * F), "max_length", 0.0))
+    ep = Endpointer(EndpointingConfig(max_turn_s=2.0, incomplete_max_silence_ms=5000))
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 50)), incomplete)
+    assert events[-2] == (62, TurnEnd(approx(63 * F), approx(20 * F), "max_length", 0.0))
+    assert events[-1] == (68, CutTurnPause(approx(69 * F)))  # the visitor was already silent: 6 frames more
+
+
+def test_silence_and_its_end_are_reported_once_each_during_a_turn() -> None:
+    ep = Endpointer()
+    # between the thresholds, neither; below neg_threshold during speech: Silence; at threshold again: SilenceEnd
+    events = run(
+        ep,
+        frames((SILENCE, 3), (SPEECH, 10), (0.4, 2), (SILENCE, 3), (0.4, 1), (SILENCE, 1), (SPEECH, 6), (SILENCE, 7)),
+        complete,
+        silences=True,
+    )
+    assert [(i, type(e).__name__) for i, e in events] == [
+        (6, "SpeechStart"),
+        (15, "Silence"),
+        (20, "SilenceEnd"),
+        (26, "Silence"),
+        (31, "Pause"),
+        (31, "TurnEnd"),
+    ]
+    assert events[1][1] == Silence(approx(16 * F))
+    # after the turn, silence and sound start nothing
+    assert run(ep, frames((SPEECH, 1), (SILENCE, 5)), silences=True) == []
 
 
 def test_a_verdict_arriving_after_speech_resumed_is_ignored() -> None:
     ep = Endpointer()
-    events = run(ep, frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 5)))  # Pause at frame 26 left unanswered
+    events = run(ep, frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 5)))  # Pause at frame 25 left unanswered
     assert [type(e).__name__ for _, e in events] == ["SpeechStart", "Pause", "SpeechResume"]
     first_pause = events[1][1]
     assert isinstance(first_pause, Pause)
@@ -174,7 +207,7 @@ def test_a_verdict_arriving_after_speech_resumed_is_ignored() -> None:
     assert ep.report_turn_probability(0.99, seq=first_pause.seq) == []
     assert ep.state is EndpointState.SPEECH
     # The next pause is only answered by its own verdict, not by a late one quoting the first.
-    events = run(ep, frames((SILENCE, 7)))
+    events = run(ep, frames((SILENCE, 6)))
     second_pause = events[0][1]
     assert isinstance(second_pause, Pause) and second_pause.seq == first_pause.seq + 1
     assert ep.report_turn_probability(0.99, seq=first_pause.seq) == []
@@ -211,21 +244,27 @@ def test_reset_forgets_the_turn_and_restarts_stream_time() -> None:
 @pytest.mark.parametrize(
     ("changes", "key"),
     [
-        ({"threshold": 1.5}, "endpoint.threshold"),
-        ({"threshold": math.nan}, "endpoint.threshold"),
-        ({"neg_threshold": 0.6}, "endpoint.neg_threshold"),
-        ({"min_speech_ms": -1}, "endpoint.min_speech_ms"),
-        ({"silence_ms": 0}, "endpoint.silence_ms"),
-        ({"silence_ms": True}, "endpoint.silence_ms"),
-        ({"silence_ms": 300, "incomplete_max_silence_ms": 250}, "endpoint.incomplete_max_silence_ms"),
-        ({"complete_threshold": 1.1}, "endpoint.complete_threshold"),
-        ({"max_turn_s": 0.0}, "endpoint.max_turn_s"),
-        ({"max_turn_s": "30"}, "endpoint.max_turn_s"),
+        ({"min_speech_ms": -1}, "endpointing.min_speech_ms"),
+        ({"silence_ms": 0}, "endpointing.silence_ms"),
+        ({"silence_ms": True}, "endpointing.silence_ms"),
+        ({"silence_ms": 300, "incomplete_max_silence_ms": 250}, "endpointing.incomplete_max_silence_ms"),
+        ({"complete_threshold": 1.1}, "endpointing.complete_threshold"),
+        ({"max_turn_s": 0.0}, "endpointing.max_turn_s"),
+        ({"max_turn_s": "30"}, "endpointing.max_turn_s"),
     ],
 )
 def test_bad_config_names_the_key(changes: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError, match=f"^\\[config_invalid\\] {key} = "):
-        EndpointConfig(**changes)  # type: ignore[arg-type]
+        EndpointingConfig(**changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [{"threshold": 1.5}, {"threshold": math.nan}, {"threshold": 0.3}, {"neg_threshold": 0.6}],
+)
+def test_bad_thresholds_name_the_vad_key(thresholds: dict[str, float]) -> None:
+    with pytest.raises(ConfigError, match=r"^\[config_invalid\] (vad\.threshold|neg_threshold) = "):
+        Endpointer(**thresholds)
 
 
 def test_bad_inputs_are_stage_errors() -> None:

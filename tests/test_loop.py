@@ -15,7 +15,9 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.listen.endpointing import EndpointConfig
+from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
+from edgevoice.listen.turn import Turn
+from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
@@ -32,6 +34,19 @@ class EnergyVad:
 
     def probability(self, frame: np.ndarray) -> float:
         return 0.9 if np.abs(frame).max() > 0.05 else 0.02
+
+
+class CountingVad(EnergyVad):
+    """Sets ``heard`` once it has judged ``frames`` frames."""
+
+    def __init__(self, frames: int) -> None:
+        self.frames, self.heard = frames, threading.Event()
+
+    def probability(self, frame: np.ndarray) -> float:
+        self.frames -= 1
+        if self.frames <= 0:
+            self.heard.set()
+        return super().probability(frame)
 
 
 class CompleteTurn:
@@ -69,7 +84,13 @@ def rings() -> Iterator[tuple[SharedRing, SharedRing]]:
 
 
 def make_loop(  # type: ignore[no-untyped-def]
-    mic: SharedRing, spk: SharedRing, reply: str, synth: FakeSynth | None = None, *, barge_in_level_db=None
+    mic: SharedRing,
+    spk: SharedRing,
+    reply: str,
+    synth: FakeSynth | None = None,
+    *,
+    barge_in_level_db=None,
+    endpoint: EndpointingConfig | None = None,
 ):
     clock = ManualClock()
     responder = Responder(
@@ -94,52 +115,81 @@ def make_loop(  # type: ignore[no-untyped-def]
         vad=EnergyVad(),
         turn_model=CompleteTurn(),
         responder=responder,
-        endpoint=EndpointConfig(),
+        endpoint=endpoint or EndpointingConfig(),
         on_trace=on_trace,
         barge_in_level_db=barge_in_level_db,
     )
     return loop, responder, traces, done
 
 
-def drain(loop: VoiceLoop, stop: threading.Event, out: list[np.ndarray]) -> None:
-    """Stands in for the output device callback: 10 ms at a time, in real time."""
-    buf = np.zeros(220, dtype=np.float32)
-    while not stop.is_set():
-        loop.playback.read_into(buf)
-        out.append(buf.copy())
-        time.sleep(0.01)
+class Player:
+    """Stands in for the output device callback: takes 10 ms of the reply every 10 ms, in real time, keeps what it
+    took (``played``) and wakes those waiting for an amount to be played."""
+
+    def __init__(self, loop: VoiceLoop) -> None:
+        self.loop = loop
+        self.played: list[np.ndarray] = []
+        self.stop = threading.Event()
+        self._taken = 0
+        self._changed = threading.Condition()
+
+    def run(self) -> None:
+        buf = np.zeros(220, dtype=np.float32)
+        while not self.stop.is_set():
+            n = self.loop.playback.read_into(buf)
+            with self._changed:
+                self.played.append(buf.copy())
+                self._taken += n
+                self._changed.notify_all()
+            self.stop.wait(0.01)  # the device's period
+
+    def wait_played(self, seconds: float, timeout: float = 10.0) -> bool:
+        """Until ``seconds`` of reply audio (22.05 kHz) were taken from the ring."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._taken >= seconds * 22050, timeout)
 
 
 @contextlib.contextmanager
-def running(loop: VoiceLoop) -> Iterator[list[np.ndarray]]:
-    """The loop started, with ``drain`` standing in for the output device; yields what was played. Both are
-    stopped and joined on exit."""
-    stop, played = threading.Event(), []
-    player = threading.Thread(target=drain, args=(loop, stop, played))
+def running(loop: VoiceLoop) -> Iterator[Player]:
+    """The loop started, with a :class:`Player` standing in for the output device. Both are stopped and joined on
+    exit."""
+    player = Player(loop)
+    thread = threading.Thread(target=player.run)
     try:
         with loop:
-            player.start()
-            yield played
+            thread.start()
+            yield player
     finally:
-        stop.set()
-        if player.is_alive():
-            player.join()
+        player.stop.set()
+        if thread.is_alive():
+            thread.join()
+
+
+class AskedLlm(FakeLlm):
+    """Tells when it is first asked for a reply."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply, ManualClock(), per_token=0.0)
+        self.asked = threading.Event()
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        self.asked.set()
+        yield from super().stream_reply(messages, max_tokens=max_tokens)
 
 
 def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.5), speech(1.0), silence(0.6)]))
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
+        assert spk.available() == 0  # the trace comes once the reply has left the ring
     (trace,) = traces
     assert trace.transcript == "Where is the cafe?"
     assert trace.reply == "The cafe is upstairs. It opens at ten."
     assert not trace.cancelled
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-    assert np.concatenate(played).max() == pytest.approx(0.1)
+    assert np.concatenate(player.played).max() == pytest.approx(0.1)
     assert spk.stats().overrun_events == 0
 
 
@@ -149,12 +199,9 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     loop, responder, traces, done = make_loop(
         mic, spk, "The cafe is upstairs next to the big window. It opens at ten every day.", SlowSynth(clock)
     )
-    with running(loop):
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        # wait until the reply is audible, then speak over it
-        deadline = time.monotonic() + 10
-        while spk.stats().read < 22050 * 1.0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert player.wait_played(1.0)  # the reply is audible: speak over it
         mic.write(speech(0.5))
         assert done.wait(10)
         queued_at_barge_in = spk.stats().written
@@ -174,15 +221,57 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, traces, _ = make_loop(mic, spk, "Never.")
+    vad = loop.vad = CountingVad(int(1.9 * RATE / 512))
     loop.start()
     mic.write(silence(2.0))
-    deadline = time.monotonic() + 5
-    while loop.samples_in < RATE * 1.9 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert vad.heard.wait(5)
     t = time.monotonic()
     loop.close()
     assert time.monotonic() - t < 2.0
     assert traces == [] and loop.turn_model.calls == 0  # type: ignore[attr-defined]
+
+
+def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
+    turns: list[Turn] = []
+    report = loop.on_trace
+    assert report is not None
+    loop.on_trace = lambda trace, turn: (turns.append(turn), report(trace, turn))[-1]
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
+        assert done.wait(10)
+    (turn,) = turns
+    assert len(traces) == 1 and turn.reason is TurnEndReason.MAX_LENGTH
+    # speech from frame 9 (0.288 s), confirmed in frame 12, is cut 2 s after its onset, in frame 71: the turn keeps
+    # the preroll (the 10 frames up to the confirmation) and what came until the cut, not the speech that went on
+    assert (turn.start_index, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
+    # speech ends in frame 90; six silent frames (192 ms) later, at the end of frame 96, the turn is answered
+    assert turn.committed_t == pytest.approx(97 * 512 / RATE)
+
+
+class VadBrokenAt(EnergyVad):
+    """Raises an unexpected error on its ``n``-th frame."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def probability(self, frame: np.ndarray) -> float:
+        self.n -= 1
+        if self.n == 0:
+            raise RuntimeError("vad exploded")
+        return super().probability(frame)
+
+
+def test_a_listener_error_while_a_cut_turn_waits_still_answers_it(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
+    loop.vad = VadBrokenAt(80)  # the turn is cut in frame 71; the visitor goes on until frame 90
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
+        assert done.wait(10)
+    assert [e.code for e in loop.errors] == ["stage_unexpected"]
+    assert len(traces) == 1 and traces[0].reply == "Yes."
 
 
 class FlakyLlm(FakeLlm):
@@ -206,7 +295,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
     loop.output.fallback_audio, loop.output.fallback_text = FALLBACK, "Sorry?"
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
         assert done.wait(10)
         done.clear()
@@ -217,7 +306,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
     assert [t.reply for t in traces] == ["Sorry?", "It is upstairs."]
     assert [t.fallback for t in traces] == ["error", None] and traces[0].error == "stage_unexpected"
     assert not traces[0].cancelled  # a failure, not a barge-in
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)  # the whole phrase played, once
     assert np.flatnonzero(np.isclose(audio, -0.2))[-1] < np.flatnonzero(np.isclose(audio, 0.1))[0]  # before turn 2
     # the failed turn left no trace in the conversation
@@ -247,15 +336,20 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
     loop.output.fallback_audio, loop.output.fallback_text, loop.output.budget_s = FALLBACK, "Sorry?", 0.3
     llm = HangingLlm("It is upstairs.", ManualClock())
     responder.llm = llm
-    fallbacks: list[tuple[int, str]] = []
-    loop.on_event = lambda name, turn, text: fallbacks.append((turn, text)) if name == "fallback" else None
-    with running(loop) as played:
+    fallbacks: list[Fallback] = []
+    fell_back = threading.Event()
+
+    def on_event(event: LoopEvent) -> None:
+        if isinstance(event, Fallback):
+            fallbacks.append(event)
+            fell_back.set()
+
+    loop.on_event = on_event
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # the listener runs on: 1.5 s
         assert llm.hanging.wait(10)
-        deadline = time.monotonic() + 10
-        while not fallbacks and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert fallbacks == [(1, "late")]
+        assert fell_back.wait(10)
+        assert fallbacks == [Fallback(1, FallbackReason.LATE)]
         assert not done.is_set()  # the engine still hangs, the phrase plays all the same
         llm.release.set()
         assert done.wait(10)
@@ -266,7 +360,7 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
     assert first.fallback == "late" and first.reply == "Sorry?" and first.first_sample_queued is not None
     assert first.first_sample_queued - first.committed < 0.3 + 0.2  # budget, plus one 32 ms frame and scheduling
     assert second.fallback is None and second.reply == "It is upstairs."
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)
     # only the second turn's reply: nothing the hung engine produced once released
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in second.clauses) > 0
@@ -320,14 +414,19 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     loop.asr.recognizer = recognizer
     loop.turn_model = IncompleteThenComplete()
     partials: list[str] = []
-    loop.on_event = lambda name, _turn, text: partials.append(text) if name == "partial" else None
+    partial = threading.Event()
+
+    def on_event(event: LoopEvent) -> None:
+        if isinstance(event, Partial):
+            partials.append(event.text)
+            partial.set()
+
+    loop.on_event = on_event
     with running(loop):
         # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
         # incomplete, 0.5 s more, then silence
         mic.write(np.concatenate([silence(0.3), speech(1.6)]))
-        deadline = time.monotonic() + 10
-        while not partials and time.monotonic() < deadline:
-            time.sleep(0.005)
+        assert partial.wait(10)
         mic.write(np.concatenate([silence(0.4), speech(0.5), silence(0.6)]))
         assert done.wait(10)
     (trace,) = traces
@@ -389,11 +488,9 @@ def reply_with_a_sound_over_it(
     loop, responder, traces, done = make_loop(mic, spk, REPLY_UNDER_SOUND, SlowSynth(clock), barge_in_level_db=-40.0)
     assert loop.gate is not None
     capture = CaptureFrontEnd(mic, PassThroughEcho(), loop.gate, loop.playback)  # type: ignore[arg-type]
-    with running(loop):
+    with running(loop) as player:
         capture(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        deadline = time.monotonic() + 10
-        while spk.stats().read < 22050 * 0.5 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert player.wait_played(0.5)
         capture(sound)
         paused = loop.playback.paused
         capture(silence(1.0))
@@ -434,12 +531,13 @@ class PrefillingLlm(FakeLlm):
 
     def prefill(self, messages: object) -> int:
         self.prefilling.set()
-        while not self.release.is_set() and (self.stubborn or not self.interrupted.is_set()):
-            time.sleep(0.005)
+        self.release.wait(10)
         return 0
 
     def interrupt(self) -> None:
         self.interrupted.set()
+        if not self.stubborn:
+            self.release.set()
 
 
 @pytest.mark.parametrize("stubborn", [False, True])
@@ -472,45 +570,67 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
 def test_a_reply_begun_at_the_pause_is_adopted_when_the_turn_ends(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs. It opens at ten.")
     loop.speculative_reply = True
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent
-        deadline = time.monotonic() + 10
-        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        mic.write(silence(0.6))  # ... and stays silent: the turn ends
+        assert llm.asked.wait(10)  # the reply begins
+        mic.write(silence(0.6))  # ... and the visitor stays silent: the turn ends
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
     (trace,) = traces
     assert loop.speculative_replies == {"started": 1, "adopted": 1, "dropped": 0}
     assert trace.speculative_reply and trace.reply == "The cafe is upstairs. It opens at ten."
     assert len(responder.llm.prompts) == 1  # type: ignore[attr-defined]  # generated once, before the commit
     assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses) > 0
 
 
 def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs.")
     loop.speculative_reply = True
-    with running(loop) as played:
+    with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.1)]))  # a breath: shorter than silence_ms
-        deadline = time.monotonic() + 10
-        while loop.speculative_replies["started"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        assert llm.asked.wait(10)  # the reply begins
         assert loop.speculative_replies["started"] == 1
         mic.write(np.concatenate([speech(0.8), silence(0.6)]))  # the visitor goes on, then stops
         assert done.wait(10)
-        while spk.available():
-            time.sleep(0.01)
     (trace,) = traces
     counts = loop.speculative_replies
     assert counts["dropped"] == 1 and counts["adopted"] == counts["started"] - 1  # the turn's end was answered
     assert trace.reply == "The cafe is upstairs." and not trace.cancelled
-    audio = np.concatenate(played)
+    audio = np.concatenate(player.played)
     # only the adopted reply was heard: nothing of the dropped one reached the speaker
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
+
+
+def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
+    from edgevoice.live.cli import event_record
+    from edgevoice.live.events import BargeIn, Speaking
+
+    assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
+    assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
+    assert event_record(Speaking(3)) == {"event": "speaking", "turn": 3}
+    assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
+    assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
+
+
+def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    loop, responder, traces, _ = make_loop(mic, spk, "The cafe is upstairs.")
+    llm = responder.llm = AskedLlm("The cafe is upstairs.")
+    loop.speculative_reply = True
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent...
+        assert llm.asked.wait(10)  # ... the reply begins, and the loop is stopped before the turn ends
+        t = time.monotonic()
+        assert loop.close(timeout=2.0)
+        assert time.monotonic() - t < 1.0
+    assert loop.speculative_replies == {"started": 1, "adopted": 0, "dropped": 1}
+    assert traces == [] and spk.available() == 0  # nothing of it was heard

@@ -31,7 +31,7 @@ def output() -> Iterator[tuple[ReplyOutput, ManualClock, list[tuple[int, str]]]]
             fallback_audio=PHRASE,
             fallback_text="Sorry?",
             budget_s=1.0,
-            on_fallback=lambda turn, reason: events.append((turn, reason)),
+            on_fallback=lambda event: events.append((event.turn_id, event.reason)),
         )
         yield out, clock, events
 

@@ -1,17 +1,24 @@
-"""When has the visitor finished speaking? The end-of-turn state machine. Pure logic: no clock, no engine.
+"""When has the visitor finished speaking? The end-of-turn state machine and its settings. Pure logic: no clock,
+no engine.
 
 It is fed one VAD frame at a time, ``(frame_seconds, speech_probability)`` from Silero VAD, and keeps its own stream
-time (the sum of the frame durations since the last :meth:`Endpointer.reset`). It answers with typed events:
+time (the sum of the frame durations since the last :meth:`Endpointer.reset`). It makes every silence decision of the
+live loop and answers with typed events:
 
 - :class:`SpeechStart` once speech has lasted ``min_speech_ms`` (its ``t`` is the onset, the start of the first
   speech frame, so the caller can keep the audio from there);
+- :class:`Silence` the first frame below ``neg_threshold`` during speech (the visitor fell silent: the caller may
+  begin decoding and replying speculatively), and :class:`SilenceEnd` at the next frame at ``threshold`` or above
+  (the visitor made a sound again: whatever was begun for the silence is moot);
 - :class:`Pause` once the silence after speech reaches ``silence_ms``: the caller now runs Smart Turn on the turn
   audio and reports the probability back with :meth:`Endpointer.report_turn_probability`;
-- :class:`TurnEnd` when the turn is over: ``"complete"`` (Smart Turn says so; ended at once, at the current stream
-  time), ``"silence_timeout"`` (incomplete, or no verdict yet, but the silence reached
-  ``incomplete_max_silence_ms``) or ``"max_length"`` (the turn reached ``max_turn_s``);
+- :class:`TurnEnd` when the turn is over, for a :class:`TurnEndReason`: ``COMPLETE`` (Smart Turn says so; ended at
+  once, at the current stream time), ``SILENCE_TIMEOUT`` (incomplete, or no verdict yet, but the silence reached
+  ``incomplete_max_silence_ms``) or ``MAX_LENGTH`` (the turn reached ``max_turn_s``);
 - :class:`SpeechResume` when speech comes back during a pause, again after ``min_speech_ms``: the same turn goes
-  on, and a verdict that arrives afterwards for the earlier pause is ignored.
+  on, and a verdict that arrives afterwards for the earlier pause is ignored;
+- :class:`CutTurnPause` after a ``MAX_LENGTH`` end, once the visitor pauses (``silence_ms`` below ``neg_threshold``):
+  the cut turn may be answered now. Speech meanwhile starts no turn; listening starts over after it.
 
 A frame is speech with hysteresis: it takes ``threshold`` to become speech and falling below ``neg_threshold`` to
 stop being speech (Silero's own rule). Short voiced blips (a cough, a door) neither start nor resume a turn.
@@ -22,58 +29,77 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field, fields
-from typing import Literal
 
 from edgevoice.errors import ConfigError, TurnError, VadError
 
-TurnEndReason = Literal["complete", "silence_timeout", "max_length"]
 _EPS = 1e-9  # stream time is a sum of float frame durations: compare durations with this slack
+NEG_THRESHOLD = 0.35
+"""Once speaking, a frame is silence only below this speech probability (Silero's hysteresis)."""
 
 
 def _rng(lo: float, hi: float) -> dict[str, tuple[float, float]]:
     return {"range": (lo, hi)}
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointConfig:
-    """Endpointing settings (TOML table ``[endpoint]``). Each field's allowed range is in its ``range`` metadata."""
+@dataclass(frozen=True)
+class EndpointingConfig:
+    """The ``[endpointing]`` table: when a turn ends. Each number's allowed range is in its ``range`` metadata."""
 
-    threshold: float = field(default=0.5, metadata=_rng(0.05, 0.99))
-    """Speech probability at which a frame becomes speech."""
-    neg_threshold: float = field(default=0.35, metadata=_rng(0.01, 0.99))
-    """Once speaking, a frame is silence only below this (hysteresis); at most ``threshold``."""
-    min_speech_ms: int = field(default=120, metadata=_rng(0, 2000))
+    silence_ms: int = field(default=192, metadata=_rng(60, 3000))
+    """Silence after which the turn ends if Smart Turn judges it complete (counted in 32 ms VAD frames: the default
+    is six frames)."""
+    incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(100, 10000))
+    """Longest wait after an incomplete-sounding turn; at least ``silence_ms``."""
+    min_speech_ms: int = field(default=120, metadata=_rng(30, 2000))
     """Shorter voiced blips neither start nor resume a turn."""
-    silence_ms: int = field(default=200, metadata=_rng(20, 5000))
-    """Silence after which the turn may end: Smart Turn is asked."""
-    incomplete_max_silence_ms: int = field(default=1200, metadata=_rng(20, 20000))
-    """An incomplete turn (per Smart Turn) ends after this much silence anyway; at least ``silence_ms``."""
-    complete_threshold: float = field(default=0.5, metadata=_rng(0.0, 1.0))
+    complete_threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
     """Smart Turn probability at or above which the turn is complete."""
-    max_turn_s: float = field(default=30.0, metadata=_rng(1.0, 600.0))
-    """A turn is cut off after this long, measured from its onset."""
+    max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
+    """A turn is cut off after this long, measured from its onset, and answered once the visitor pauses."""
+    speculative_reply: bool = True
+    """Begin the reply the moment the visitor falls silent (its audio held back until the turn is committed), so the
+    language model and the synthesizer work while the end of the turn is being confirmed."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
+            if "range" not in f.metadata:
+                continue
             value = getattr(self, f.name)
             lo, hi = f.metadata["range"]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ConfigError(f"endpoint.{f.name} = {value!r}: must be a number between {lo} and {hi}")
-        if self.neg_threshold > self.threshold:
-            raise ConfigError(
-                f"endpoint.neg_threshold = {self.neg_threshold!r}: "
-                f"must be at most endpoint.threshold ({self.threshold})"
-            )
+                raise ConfigError(f"endpointing.{f.name} = {value!r}: must be a number between {lo} and {hi}")
         if self.incomplete_max_silence_ms < self.silence_ms:
             raise ConfigError(
-                f"endpoint.incomplete_max_silence_ms = {self.incomplete_max_silence_ms!r}: "
-                f"must be at least endpoint.silence_ms ({self.silence_ms})"
+                f"endpointing.incomplete_max_silence_ms = {self.incomplete_max_silence_ms!r}: "
+                f"must be at least endpointing.silence_ms ({self.silence_ms})"
             )
+
+
+class TurnEndReason(enum.StrEnum):
+    """Why a turn ended; ``value`` is the name the turn records use (and a member equals it)."""
+
+    COMPLETE = "complete"
+    SILENCE_TIMEOUT = "silence_timeout"
+    MAX_LENGTH = "max_length"
 
 
 @dataclass(frozen=True, slots=True)
 class SpeechStart:
     """A turn began; ``t`` is its onset (stream seconds)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """The visitor fell silent at ``t`` (a frame below ``neg_threshold`` during speech)."""
+
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class SilenceEnd:
+    """A frame at ``threshold`` or above after a :class:`Silence`: the visitor made a sound again at ``t``."""
 
     t: float
 
@@ -110,7 +136,14 @@ class TurnEnd:
     """Onset of the turn."""
 
 
-EndpointEvent = SpeechStart | Pause | SpeechResume | TurnEnd
+@dataclass(frozen=True, slots=True)
+class CutTurnPause:
+    """The visitor paused at ``t`` after a turn cut at ``max_turn_s``: answer that turn now."""
+
+    t: float
+
+
+EndpointEvent = SpeechStart | Silence | SilenceEnd | Pause | SpeechResume | TurnEnd | CutTurnPause
 
 
 class EndpointState(enum.Enum):
@@ -118,13 +151,28 @@ class EndpointState(enum.Enum):
     SPEECH = "speech"
     PAUSE_PENDING_VERDICT = "pause_pending_verdict"
     PAUSE_INCOMPLETE = "pause_incomplete"
+    CUT = "cut"
+    """A turn was cut at ``max_turn_s``: waiting for the visitor to pause."""
 
 
 class Endpointer:
     """The end-of-turn state machine; see the module docstring. Not thread-safe: one listener feeds it."""
 
-    def __init__(self, config: EndpointConfig | None = None) -> None:
-        self.config = config or EndpointConfig()
+    def __init__(
+        self,
+        config: EndpointingConfig | None = None,
+        *,
+        threshold: float = 0.5,
+        neg_threshold: float = NEG_THRESHOLD,
+    ) -> None:
+        """``threshold``: the speech probability at which a frame becomes speech (``[vad] threshold``)."""
+        for key, value in (("vad.threshold", threshold), ("neg_threshold", neg_threshold)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.01 <= value <= 0.99:
+                raise ConfigError(f"{key} = {value!r}: must be a number between 0.01 and 0.99")
+        if neg_threshold > threshold:
+            raise ConfigError(f"vad.threshold = {threshold!r}: must be at least {neg_threshold} (the speech end)")
+        self.config = config or EndpointingConfig()
+        self.threshold, self.neg_threshold = threshold, neg_threshold
         self._seq = 0  # pause numbers stay unique across resets, so no stale verdict can match a new pause
         self.reset()
 
@@ -133,6 +181,8 @@ class Endpointer:
         self._t = t
         self._state = EndpointState.IDLE
         self._voiced = False
+        self._silent = False  # a Silence was reported and no SilenceEnd since
+        self._cut_silence = 0.0  # in CUT: how long the visitor has been below neg_threshold
         self._onset: float | None = None  # start of voiced frames not yet confirmed as speech
         self._turn_start = 0.0
         self._speech_end = 0.0
@@ -146,6 +196,10 @@ class Endpointer:
         """Stream time: the end of the last frame fed."""
         return self._t
 
+    def is_speech(self, prob: float) -> bool:
+        """Whether a frame of speech probability ``prob`` is loud enough to start speech."""
+        return prob >= self.threshold
+
     def feed(self, frame_s: float, prob: float) -> list[EndpointEvent]:
         """Advance by one VAD frame of ``frame_s`` seconds with speech probability ``prob``."""
         if not (math.isfinite(frame_s) and frame_s > 0):
@@ -155,9 +209,18 @@ class Endpointer:
         cfg = self.config
         start, end = self._t, self._t + frame_s
         self._t = end
-        self._voiced = prob >= (cfg.neg_threshold if self._voiced else cfg.threshold)
-        events: list[EndpointEvent] = []
         state = self._state
+        if state is EndpointState.CUT:
+            return self._wait_for_pause(frame_s, prob)
+        events: list[EndpointEvent] = []
+        if prob >= self.threshold:
+            if self._silent:
+                self._silent = False
+                events.append(SilenceEnd(end))
+        elif prob < self.neg_threshold and state is EndpointState.SPEECH and not self._silent:
+            self._silent = True
+            events.append(Silence(end))
+        self._voiced = prob >= (self.neg_threshold if self._voiced else self.threshold)
         if state is EndpointState.SPEECH:
             if self._voiced:
                 self._speech_end = end
@@ -174,6 +237,7 @@ class Endpointer:
                 self._state = EndpointState.SPEECH
                 if state is EndpointState.IDLE:
                     self._turn_start = onset
+                    self._silent = False
                     events.append(SpeechStart(onset))
                 else:
                     events.append(SpeechResume(onset))
@@ -183,11 +247,11 @@ class Endpointer:
                 state is not EndpointState.IDLE
                 and end - self._speech_end >= cfg.incomplete_max_silence_ms / 1000 - _EPS
             ):
-                events.append(self._end("silence_timeout"))
+                events.append(self._end(TurnEndReason.SILENCE_TIMEOUT))
         if self._state is not EndpointState.IDLE and end - self._turn_start >= cfg.max_turn_s - _EPS:
             if self._state is EndpointState.SPEECH and self._voiced:
                 self._speech_end = end
-            events.append(self._end("max_length"))
+            events.append(self._end(TurnEndReason.MAX_LENGTH))
         return events
 
     def report_turn_probability(self, p: float, *, seq: int | None = None) -> list[EndpointEvent]:
@@ -199,11 +263,22 @@ class Endpointer:
         if self._state is not EndpointState.PAUSE_PENDING_VERDICT or (seq is not None and seq != self._seq):
             return []
         if p >= self.config.complete_threshold:
-            return [self._end("complete")]
+            return [self._end(TurnEndReason.COMPLETE)]
         self._state = EndpointState.PAUSE_INCOMPLETE
         return []
 
     def _end(self, reason: TurnEndReason) -> TurnEnd:
-        """Close the turn. Voiced frames not yet confirmed carry over: they may start the next turn."""
-        self._state = EndpointState.IDLE
+        """Close the turn. Voiced frames not yet confirmed carry over: they may start the next turn; a turn cut at
+        ``max_turn_s`` first waits for the visitor's pause."""
+        self._state = EndpointState.CUT if reason is TurnEndReason.MAX_LENGTH else EndpointState.IDLE
+        self._silent = False
+        self._cut_silence = 0.0
         return TurnEnd(self._t, self._speech_end, reason, self._turn_start)
+
+    def _wait_for_pause(self, frame_s: float, prob: float) -> list[EndpointEvent]:
+        """(CUT) ``silence_ms`` below ``neg_threshold`` ends the wait; speech meanwhile starts nothing."""
+        self._cut_silence = self._cut_silence + frame_s if prob < self.neg_threshold else 0.0
+        if self._cut_silence < self.config.silence_ms / 1000 - _EPS:
+            return []
+        self.reset(t=self._t)
+        return [CutTurnPause(self._t)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgevoice.interfaces import FloatAudio
+from edgevoice.listen.endpointing import TurnEndReason
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,7 @@ class Turn:
     committed_t: float
     """Stream time (s) at which the endpointer committed the turn."""
     committed_wall: float
-    reason: str
+    reason: TurnEndReason
     tail: FloatAudio | None = None
     """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
     speculation_valid: bool = False

@@ -1,6 +1,5 @@
 """The live loop's answering side: the responder thread, which answers each committed turn (or adopts the reply
-begun for it when the visitor fell silent) into the playback ring, and the decision to begin that reply early.
-A mixin of :class:`edgevoice.live.loop.VoiceLoop`, which owns the state it uses."""
+begun for it when the visitor fell silent) into the playback ring, and the barge-in that cancels a reply."""
 
 from __future__ import annotations
 
@@ -8,55 +7,100 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from edgevoice.audio.capture import NearEndGate
 from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
+from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import FloatAudio
-from edgevoice.listen.streaming_asr import Speculation, StreamingTranscriber
+from edgevoice.listen.streaming_asr import StreamingTranscriber
+from edgevoice.listen.turn import Turn
+from edgevoice.live.events import BargeIn, LoopEvent, Speaking
 from edgevoice.priority import lower_this_thread
-from edgevoice.reply.output import ReplyOutput
+from edgevoice.reply.output import FallbackReason, ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speculation import SpeculativeReply
 
-if TYPE_CHECKING:
-    from edgevoice.listen.turn import Turn
-
-log = logging.getLogger("edgevoice.live.loop")
+log = logging.getLogger(__name__)
 
 
-class Answering:
-    """The responder thread's work (see :class:`edgevoice.live.loop.VoiceLoop` for the state)."""
+class Answerer:
+    """Answers committed turns one at a time on its own thread (:meth:`run`); :meth:`submit` queues a turn or a
+    speculative reply, :meth:`barge_in` cuts the reply that plays."""
 
-    _turns: queue.Queue[Turn | SpeculativeReply | None]
-    _stop: threading.Event
-    _cancel: threading.Event
-    _replying: threading.Event
-    _current_turn: int
-    _compute_nice: int
-    playback: PlaybackControl
-    speaker: SharedRing
-    output: ReplyOutput
-    gate: NearEndGate | None
-    errors: list[EdgeVoiceError]
-    responder: Responder
-    asr: StreamingTranscriber
-    on_trace: Callable[[ReplyTrace, Turn], None] | None
-    on_event: Callable[[str, int, str], None]
-    speculative_reply: bool
-    speculative_replies: dict[str, int]
-    _spec_lock: threading.Lock
-    _spec_reply: SpeculativeReply | None
-    _spec_seq: int
-    _spec_valid: bool
-    _turn_open: bool
-    _turn_id: int
-    _speculation_done: threading.Event
+    def __init__(
+        self,
+        *,
+        responder: Responder,
+        asr: StreamingTranscriber,
+        speaker: SharedRing,
+        playback: PlaybackControl,
+        gate: NearEndGate | None,
+        clock: Clock,
+        stop: threading.Event,
+        errors: list[EdgeVoiceError],
+        emit: Callable[[LoopEvent], None],
+        on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
+        fallback_audio: FloatAudio | None = None,
+        fallback_text: str = "",
+        budget_s: float | None = None,
+        nice: int = 0,
+    ) -> None:
+        self.responder, self.asr = responder, asr
+        self.speaker, self.playback, self.gate = speaker, playback, gate
+        self._stop, self.errors, self._emit, self.on_trace = stop, errors, emit, on_trace
+        self._nice = nice
+        self.cancel = threading.Event()
+        """The current reply's work stops at its next token or clause (barge-in, fallback, shutdown)."""
+        self._replying = threading.Event()
+        self._turns: queue.Queue[Turn | SpeculativeReply | None] = queue.Queue()
+        self._current_turn = 0
+        self.barge_ins = 0
+        self.output = ReplyOutput(
+            speaker,
+            playback,
+            self.cancel,
+            stop,
+            clock,
+            fallback_audio=fallback_audio,
+            fallback_text=fallback_text,
+            budget_s=budget_s,
+            on_fallback=emit,
+        )
 
-    def _respond(self) -> None:
-        lower_this_thread(self._compute_nice)
+    # -- the listener's side --------------------------------------------------------------------------------------
+    def submit(self, item: Turn | SpeculativeReply) -> None:
+        self._turns.put(item)
+
+    @property
+    def busy(self) -> bool:
+        """A turn or speculative reply queued or being answered (done after its trace)."""
+        return self._turns.unfinished_tasks > 0
+
+    @property
+    def replying(self) -> bool:
+        return self._replying.is_set()
+
+    def barge_in(self) -> None:
+        """The visitor speaks over the reply: silence the output now and cancel the reply's work (once)."""
+        if self.cancel.is_set():
+            return
+        self.barge_ins += 1
+        self.cancel.set()
+        self.playback.request_flush()
+        self._arm_gate(False)  # after the flush request: the gate lifts a pause only once the flush is done
+        self._emit(BargeIn(self._current_turn))
+        log.info("barge-in: output flushed, reply cancelled")
+
+    def shut_down(self) -> None:
+        """Cancel the reply in progress and end :meth:`run` after it."""
+        self.cancel.set()
+        self._turns.put(None)
+
+    # -- the responder thread -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        lower_this_thread(self._nice)
         while not self._stop.is_set():
             item = self._turns.get()
             if item is None:
@@ -71,11 +115,11 @@ class Answering:
 
     def _speculate(self, spec: SpeculativeReply) -> None:
         """Begin the reply for a speculation, its audio held; answer the turn with it if the listener adopts it."""
-        self._cancel.clear()
-        spec.start(self.responder, self._cancel, self._emit_first, self._queued_s)
-        turn = spec.wait_decision(self._stop)
+        self.cancel.clear()
+        spec.start(self.responder, self.cancel, self._emit_first, self._queued_s)
+        turn = spec.wait_decision()
         if turn is None:  # dropped (the visitor went on) or shutting down: nothing of it was heard
-            self._cancel.set()
+            self.cancel.set()
             try:
                 spec.finish()
             except Exception as exc:  # a failure of a reply nobody hears is no turn's failure
@@ -87,7 +131,7 @@ class Answering:
         """Answer a committed turn: transcript, reply, playback, history, trace (``spec``: its reply was begun
         when the visitor fell silent; its audio is released now)."""
         if spec is None:
-            self._cancel.clear()
+            self.cancel.clear()
         self._current_turn = turn.turn_id
         trace = spec.trace if spec is not None else ReplyTrace(turn.turn_id, committed=turn.committed_wall)
         trace.committed = turn.committed_wall
@@ -103,7 +147,7 @@ class Answering:
             )
             trace.speculative_transcript = self.asr.last_used_speculation
             if reply.fallback is not None:  # the budget ran out before this thread was free: the phrase plays
-                self._cancel.set()
+                self.cancel.set()
                 trace.transcript = transcript.text
             elif spec is not None and spec.held is not None:
                 trace.speculative_reply = True
@@ -111,26 +155,26 @@ class Answering:
                 spec.finish()
                 trace.settle_before(turn.committed_wall)
             else:
-                self.responder.respond_to(transcript, trace, self._cancel, self._emit_first, queued_s=self._queued_s)
+                self.responder.respond_to(transcript, trace, self.cancel, self._emit_first, queued_s=self._queued_s)
             self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
             self.output.wait_played()
         except EdgeVoiceError as exc:
             log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
             self.errors.append(exc)
             trace.error = exc.code
-            self.output.fallback(reply, "error")
+            self.output.fallback(reply, FallbackReason.ERROR)
         except Exception as exc:  # an engine bug must cost one turn, not the service
             error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
             log.exception("turn %d failed: %s", turn.turn_id, error)
             self.errors.append(error)
             trace.error = error.code
-            self.output.fallback(reply, "error")
+            self.output.fallback(reply, FallbackReason.ERROR)
         finally:
             self.playback.expect_audio = False
             if spec is not None:  # also when the held reply failed: no mark of this turn before its commit
                 trace.settle_before(turn.committed_wall)
-            trace.fallback = reply.fallback
-            trace.cancelled = self._cancel.is_set() and reply.fallback is None  # the visitor barged in
+            trace.fallback = reply.fallback.value if reply.fallback is not None else None
+            trace.cancelled = self.cancel.is_set() and reply.fallback is None  # the visitor barged in
             trace.underruns = self.speaker.stats().underrun_events - underruns
             if trace.cancelled:
                 self.playback.wait_flushed(self._stop)  # so the count of samples played is final
@@ -161,44 +205,7 @@ class Answering:
         """From the first synthesized audio until the reply ends, the output must never run dry."""
         first = self.output.samples == 0
         n = self.output.emit(audio)
-        self.playback.expect_audio = not self._cancel.is_set()
+        self.playback.expect_audio = not self.cancel.is_set()
         if first and n:
-            self.on_event("speaking", self._current_turn, "")
+            self._emit(Speaking(self._current_turn))
         return n
-
-    # -- speculative replies (see edgevoice/reply/speculation.py) ------------------------------------------------
-    def _on_speculation(self, spec: Speculation) -> None:
-        """(The recognition worker) the tail is decoded: begin the reply now if all is ready for it, else at least
-        put the question into the language model's cache."""
-        self._speculation_done.set()
-        with self._spec_lock:
-            start = (
-                self.speculative_reply
-                and spec.stable
-                and spec.turn_id == self._turn_id
-                and spec.seq == self._spec_seq
-                and self._spec_valid
-                and self._turn_open
-                and self._spec_reply is None
-                and self._turns.unfinished_tasks == 0  # the responder is free: no reply queued or playing
-                and not self._stop.is_set()
-            )
-            log.debug(
-                "speculation %d.%d stable=%s current=%s valid=%s open=%s busy=%d: %s",
-                spec.turn_id, spec.seq, spec.stable, spec.turn_id == self._turn_id and spec.seq == self._spec_seq,
-                self._spec_valid, self._turn_open, self._turns.unfinished_tasks, "reply begun" if start else "prefill",
-            )  # fmt: skip
-            if start:
-                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
-                self._spec_reply = reply
-                self.speculative_replies["started"] += 1
-                self._turns.put(reply)
-        if not start:
-            self.responder.prefill_turn(spec.text)
-
-    def _drop_speculative_reply(self) -> None:
-        """(The listener, holding ``_spec_lock``.)"""
-        if self._spec_reply is not None:
-            self.speculative_replies["dropped"] += 1
-            self._spec_reply.drop()
-            self._spec_reply = None

@@ -23,8 +23,9 @@ from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
-from edgevoice.listen.endpointing import EndpointConfig
-from edgevoice.live.loop import RATE, Turn, VoiceLoop
+from edgevoice.live.events import LoopEvent
+from edgevoice.live.listener import RATE
+from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.trace import TurnTimeline, speech_end_index
@@ -69,18 +70,6 @@ class XrunReport:
         return dict(self.__dict__)
 
 
-def endpoint_config(config: Config) -> EndpointConfig:
-    e = config.endpointing
-    return EndpointConfig(
-        threshold=config.vad.threshold,
-        silence_ms=e.silence_ms,
-        incomplete_max_silence_ms=e.incomplete_max_silence_ms,
-        min_speech_ms=e.min_speech_ms,
-        complete_threshold=e.complete_threshold,
-        max_turn_s=e.max_turn_s,
-    )
-
-
 def speak_once(engines: Engines, text: str) -> FloatAudio | None:
     """``text`` synthesized now (at start-up), for playing later whatever state the engines are in."""
     if not text.strip():
@@ -106,7 +95,7 @@ class LiveAssistant:
         responder: Responder,
         *,
         on_trace: Callable[[ReplyTrace, Turn, TurnTimeline], None] | None = None,
-        on_event: Callable[[str, int, str], None] | None = None,
+        on_event: Callable[[LoopEvent], None] | None = None,
     ) -> None:
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate
@@ -125,7 +114,8 @@ class LiveAssistant:
             vad=engines.vad,
             turn_model=turn_model,
             responder=responder,
-            endpoint=endpoint_config(config),
+            endpoint=config.endpointing,
+            vad_threshold=config.vad.threshold,
             on_trace=None
             if on_trace is None
             else lambda trace, turn: on_trace(trace, turn, self.timeline(trace, turn)),

@@ -17,13 +17,14 @@ from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import AudioDeviceError
 from edgevoice.live.assistant import LiveAssistant
+from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speaking
 from edgevoice.live.faults import arm as arm_faults
 from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
+from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.reply.responder import ReplyTrace
-from edgevoice.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def turn_record(
     return {
         "event": "turn",
         "turn": trace.turn_id,
-        "reason": turn.reason,
+        "reason": turn.reason.value,
         "transcript": trace.transcript,
         "reply": trace.reply,
         "cancelled": trace.cancelled,
@@ -54,6 +55,19 @@ def turn_record(
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
     } | ({"echo": echo} if echo is not None else {})
+
+
+def event_record(event: LoopEvent) -> dict[str, object]:
+    """The JSON line for one of the loop's events (a fallback's reason goes under ``text``)."""
+    match event:
+        case Partial(turn_id, text):
+            return {"event": "partial", "turn": turn_id} | ({"text": text} if text else {})
+        case Speaking(turn_id):
+            return {"event": "speaking", "turn": turn_id}
+        case BargeIn(turn_id):
+            return {"event": "barge_in", "turn": turn_id}
+        case Fallback(turn_id, reason):
+            return {"event": "fallback", "turn": turn_id, "text": reason.value}
 
 
 def start_metrics(config: Config) -> MetricsExporter | None:
@@ -128,9 +142,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             turn_model,  # type: ignore[arg-type]
             assistant.responder,
             on_trace=on_trace,
-            on_event=lambda name, turn_id, text: emit(
-                {"event": name, "turn": turn_id} | ({"text": text} if text else {})
-            ),
+            on_event=lambda event: emit(event_record(event)),
         )
         with live:
             try:

@@ -9,6 +9,7 @@ producers take turns, and the reply's cancel event stops the reply's own audio o
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable
@@ -23,6 +24,23 @@ from edgevoice.reply.responder import ReplyTrace, SpokenClause
 log = logging.getLogger(__name__)
 
 
+class FallbackReason(enum.StrEnum):
+    """Why the fallback phrase replaced a reply; ``value`` is the name the turn records use."""
+
+    ERROR = "error"
+    """A stage raised."""
+    LATE = "late"
+    """No reply audio within the reply budget."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """The fallback phrase replaced the reply to turn ``turn_id``."""
+
+    turn_id: int
+    reason: FallbackReason
+
+
 @dataclass
 class Reply:
     """The reply in progress."""
@@ -31,8 +49,8 @@ class Reply:
     committed: float
     """When its turn was committed (the budget counts from here)."""
     trace: ReplyTrace
-    fallback: str | None = None
-    """Why the fallback phrase replaced the reply ("error", "late"); None while the reply is its own."""
+    fallback: FallbackReason | None = None
+    """Why the fallback phrase replaced the reply; None while the reply is its own."""
 
 
 class ReplyOutput:
@@ -47,7 +65,7 @@ class ReplyOutput:
         fallback_audio: FloatAudio | None = None,
         fallback_text: str = "",
         budget_s: float | None = None,
-        on_fallback: Callable[[int, str], None] = lambda _turn, _reason: None,
+        on_fallback: Callable[[Fallback], None] = lambda _event: None,
     ) -> None:
         """``cancel``: the reply's cancel event (barge-in, shutdown, fallback); ``stop``: the loop's."""
         self.speaker, self.playback = speaker, playback
@@ -136,7 +154,7 @@ class ReplyOutput:
             and self.clock.now() - reply.committed > budget
         ):
             log.warning("turn %d: no reply within %.1f s: fallback phrase", reply.turn_id, budget)
-            self.fallback(reply, "late")
+            self.fallback(reply, FallbackReason.LATE)
 
     def _late_before_begin(self, turn_id: int, committed: float) -> None:
         """The budget ran out before the responder could begin the reply: the phrase plays now, for that turn."""
@@ -153,10 +171,10 @@ class ReplyOutput:
             self.samples = 0
             self.reply = Reply(turn_id, committed, trace)
             self.cancel.set()  # whatever the busy responder computes is not this turn's reply
-            self._fall_back(self.reply, "late")
-        self.on_fallback(turn_id, "late")
+            self._fall_back(self.reply, FallbackReason.LATE)
+        self.on_fallback(Fallback(turn_id, FallbackReason.LATE))
 
-    def fallback(self, reply: Reply, reason: str) -> bool:
+    def fallback(self, reply: Reply, reason: FallbackReason) -> bool:
         """Replace ``reply`` with the fallback phrase (from any thread): cancel its work and queue the phrase, unless
         the visitor barged in, the reply already speaks, or there is no phrase. True when the phrase was queued."""
         with self._lock:
@@ -166,10 +184,10 @@ class ReplyOutput:
                 return False  # a barge-in, or the reply already speaks (its first audio is in the ring)
             self.cancel.set()  # the reply's language model and synthesizer stop at their next token or clause
             self._fall_back(reply, reason)
-        self.on_fallback(reply.turn_id, reason)
+        self.on_fallback(Fallback(reply.turn_id, reason))
         return True
 
-    def _fall_back(self, reply: Reply, reason: str) -> None:
+    def _fall_back(self, reply: Reply, reason: FallbackReason) -> None:
         """(Holding the lock) queue the phrase in place of ``reply``."""
         if self.fallback_audio is None:
             return

@@ -16,16 +16,20 @@ of the turn (the silence timeout and Smart Turn's verdict):
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio
+from edgevoice.listen.streaming_asr import Speculation
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 if TYPE_CHECKING:
     from edgevoice.listen.turn import Turn
+
+log = logging.getLogger(__name__)
 
 
 DECISION_TIMEOUT_S = 60.0
@@ -111,15 +115,12 @@ class SpeculativeReply:
         self._thread = threading.Thread(target=run, name="edgevoice-speculate", daemon=False)
         self._thread.start()
 
-    def wait_decision(self, stop: threading.Event, timeout: float = DECISION_TIMEOUT_S) -> Turn | None:
-        """The committed turn when adopted; None when dropped, stopping, or undecided after ``timeout`` (a turn
-        that never ended: a safety net, the listener decides every speculation it started)."""
-        for _ in range(int(timeout / 0.01)):
-            if self._decided.wait(0.01):
-                return self.turn
-            if stop.is_set():
-                return None
-        return None
+    def wait_decision(self, timeout: float = DECISION_TIMEOUT_S) -> Turn | None:
+        """The committed turn when adopted; None when dropped (shutting down drops it too, see
+        :meth:`SpeculativeReplies.abort`) or undecided after ``timeout`` (a turn that never ended: a safety net, the
+        listener decides every speculation it started)."""
+        self._decided.wait(timeout)
+        return self.turn
 
     def finish(self) -> None:
         """Wait for the reply to end; re-raise what stopped it."""
@@ -127,3 +128,118 @@ class SpeculativeReply:
             self._thread.join()
         if self._error is not None:
             raise self._error
+
+
+class SpeculativeReplies:
+    """Which silence of which turn may get a reply begun early, the reply begun, and how many were started, adopted
+    and dropped: the state the listener and the recognition worker share, behind one lock.
+
+    The listener opens each turn (:meth:`open_turn`), reports the visitor falling silent (:meth:`silence`) and
+    making a sound again or pausing incompletely (:meth:`invalidate`), and decides at the turn's end
+    (:meth:`close_turn`). The recognition worker reports each speculative decode (:meth:`on_decoded`); the reply it
+    starts goes to ``submit`` (the responder's queue) when ``busy()`` is false, else the transcript only goes to
+    ``prefill`` (the language model's cache)."""
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        submit: Callable[[SpeculativeReply], None],
+        busy: Callable[[], bool],
+        prefill: Callable[[str], object],
+        stop: threading.Event,
+    ) -> None:
+        self.enabled = enabled
+        self.counts = {"started": 0, "adopted": 0, "dropped": 0}
+        self.decoded = threading.Event()
+        """Set when the latest speculative decode is done (cleared at each silence)."""
+        self._submit, self._busy, self._prefill, self._stop = submit, busy, prefill, stop
+        self._lock = threading.Lock()
+        self._turn_id = 0
+        self._seq = 0
+        self._valid = False
+        self._open = False
+        self._reply: SpeculativeReply | None = None
+
+    @property
+    def valid(self) -> bool:
+        """The visitor fell silent and has said nothing since: the speculative decode stands for the turn's tail."""
+        return self._valid
+
+    # -- the listener's side --------------------------------------------------------------------------------------
+    def open_turn(self, turn_id: int) -> None:
+        with self._lock:
+            self._turn_id, self._valid, self._open = turn_id, False, True
+
+    def silence(self, speculate: Callable[[], int]) -> None:
+        """The visitor fell silent: ``speculate()`` queues the decode of the tail and returns its number."""
+        with self._lock:
+            self._valid = True
+            self._seq = speculate()
+        self.decoded.clear()
+
+    def invalidate(self) -> None:
+        """The visitor goes on (or the pause was incomplete): what was begun for the silence is moot."""
+        with self._lock:
+            self._valid = False
+            self._drop()
+
+    def abort(self) -> None:
+        """The turn in progress was abandoned (or the loop stops): no reply may start for it, and the one begun is
+        dropped."""
+        with self._lock:
+            self._open = False
+            self._drop()
+
+    def close_turn(self, turn: Turn, on_adopt: Callable[[Turn], None]) -> bool:
+        """The turn ended: adopt the reply begun for its last silence if it still stands (after ``on_adopt(turn)``)
+        and return True; else drop any reply begun and return False. No reply can start for the turn afterwards."""
+        with self._lock:
+            self._open = False
+            reply, self._reply = self._reply, None
+            if reply is not None and turn.speculation_valid and reply.seq == self._seq:
+                on_adopt(turn)
+                self.counts["adopted"] += 1
+                reply.adopt(turn)  # its responder answers this turn: its audio is ready or on the way
+                return True
+            if reply is not None:
+                self.counts["dropped"] += 1
+                reply.drop()
+            return False
+
+    def _drop(self) -> None:
+        """(Holding the lock.)"""
+        if self._reply is not None:
+            self.counts["dropped"] += 1
+            self._reply.drop()
+            self._reply = None
+
+    # -- the recognition worker's side ----------------------------------------------------------------------------
+    def on_decoded(self, spec: Speculation) -> None:
+        """The tail is decoded: begin the reply now if all is ready for it, else at least put the question into the
+        language model's cache."""
+        self.decoded.set()
+        with self._lock:
+            current = spec.turn_id == self._turn_id and spec.seq == self._seq
+            start = (
+                self.enabled
+                and spec.stable
+                and current
+                and self._valid
+                and self._open
+                and self._reply is None
+                and not self._busy()  # the responder is free: no reply queued or playing
+                and not self._stop.is_set()
+            )
+            log.debug(
+                "speculation %d.%d stable=%s current=%s valid=%s open=%s: %s",
+                spec.turn_id, spec.seq, spec.stable, current, self._valid, self._open,
+                "reply begun" if start else "prefill",
+            )  # fmt: skip
+            if start:
+                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
+                self._reply = reply
+                self.counts["started"] += 1
+                self._submit(reply)
+        if not start:
+            self._prefill(spec.text)

@@ -1,0 +1,262 @@
+"""The live loop's listening side: microphone frames → Silero VAD → the endpointing state machine → committed
+turns, with the partial transcripts, the speculative decode when the visitor falls silent, Smart Turn at each pause,
+and barge-in detection while a reply plays. Every silence decision is the endpointer's; this reacts to its events."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+from collections import deque
+
+import numpy as np
+
+from edgevoice.audio.capture import NearEndGate
+from edgevoice.audio.ring import SharedRing
+from edgevoice.clock import Clock
+from edgevoice.errors import EdgeVoiceError, StageError
+from edgevoice.interfaces import EndOfTurn, FloatAudio
+from edgevoice.listen.endpointing import (
+    CutTurnPause,
+    Endpointer,
+    EndpointEvent,
+    EndpointState,
+    Pause,
+    Silence,
+    SilenceEnd,
+    SpeechStart,
+    TurnEnd,
+    TurnEndReason,
+)
+from edgevoice.listen.streaming_asr import StreamingTranscriber
+from edgevoice.listen.turn import Turn
+from edgevoice.live.answering import Answerer
+from edgevoice.reply.speculation import SpeculativeReplies
+
+log = logging.getLogger(__name__)
+
+RATE = 16000
+FRAME = 512
+PREROLL_S = 0.3
+PARTIAL_FRAMES = 31
+"""A partial transcript about every second of a turn in progress."""
+PARTIAL_MAX_FRAMES = 313
+"""A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
+SPECULATION_WAIT_S = 0.4
+"""At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
+BARGE_IN_FRAMES = 2
+"""VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
+
+
+class Listener:
+    """Reads the microphone ring on its own thread (:meth:`run`) and hands each committed turn to the answerer."""
+
+    def __init__(
+        self,
+        *,
+        mic: SharedRing,
+        vad: object,
+        turn_model: EndOfTurn,
+        endpointer: Endpointer,
+        asr: StreamingTranscriber,
+        speculation: SpeculativeReplies,
+        answerer: Answerer,
+        gate: NearEndGate | None,
+        clock: Clock,
+        stop: threading.Event,
+        errors: list[EdgeVoiceError],
+    ) -> None:
+        self.mic, self.vad, self.turn_model, self.endpointer = mic, vad, turn_model, endpointer
+        self.asr, self.speculation, self.answerer, self.gate = asr, speculation, answerer, gate
+        self.clock, self._stop, self.errors = clock, stop, errors
+        self.samples_in = 0
+        self._ids = itertools.count(1)
+        self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
+        self._turn: list[FloatAudio] | None = None
+        self._turn_id = 0
+        self._segment_start = 0
+        self._last_partial = 0
+        self._held: Turn | None = None
+        """A turn cut at ``max_turn_s``, waiting for the visitor to pause before it is answered."""
+        self._early_verdict: float | None = None
+        """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
+        self._silence_audio: list[FloatAudio] | None = None
+        """The turn's frames up to the moment the visitor fell silent (for the early verdict)."""
+        self._loud = 0
+
+    @property
+    def in_turn(self) -> bool:
+        """A turn is open, or cut and waiting for the visitor's pause."""
+        return self._turn is not None or self._held is not None
+
+    def run(self) -> None:
+        self.vad.reset()  # type: ignore[attr-defined]
+        while not self._stop.is_set():
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
+                self.answerer.output.check_budget()  # no microphone audio (a dead device): the budget still holds
+                continue
+            while self.mic.available() >= FRAME and not self._stop.is_set():
+                frame = self.mic.read(FRAME)
+                self.samples_in += FRAME
+                try:
+                    self._on_frame(frame)
+                except EdgeVoiceError as exc:
+                    # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
+                    log.error("listener: %s", exc)
+                    self.errors.append(exc)
+                except Exception as exc:  # a bug must not leave the kiosk deaf: drop the turn in progress
+                    error = StageError("listen", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
+                    log.exception("listener: %s", error)
+                    self.errors.append(error)
+                    self._turn = None
+                    self.speculation.abort()
+                    if self._held is None:  # else the endpointer still waits for the pause that answers it
+                        self.endpointer.reset(t=self.samples_in / RATE)
+
+    def _on_frame(self, frame: FloatAudio) -> None:
+        self.answerer.output.check_budget()
+        probability = self.vad.probability(frame)  # type: ignore[attr-defined]
+        if self._held is not None:
+            # speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in
+            for event in self.endpointer.feed(FRAME / RATE, probability):
+                if isinstance(event, CutTurnPause):
+                    self._answer_held()
+            return
+        self._preroll.append(frame)
+        if self._turn is not None:
+            self._turn.append(frame)
+        events = self.endpointer.feed(FRAME / RATE, probability)
+        self._on_silence(events)
+        if self.answerer.replying:
+            # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
+            self._loud = self._loud + 1 if self._speech_over_reply(frame, probability) else 0
+            if self._loud >= BARGE_IN_FRAMES:
+                self.answerer.barge_in()
+        else:
+            self._loud = 0
+        pending: list[EndpointEvent] = [e for e in events if not isinstance(e, (Silence, SilenceEnd))]
+        while pending:
+            event = pending.pop(0)
+            if isinstance(event, SpeechStart):
+                self._start_turn()
+            elif isinstance(event, Pause) and self._turn is not None:
+                pending += self._judge_pause()
+            elif isinstance(event, TurnEnd) and self._turn is not None:
+                self._end_turn(event)
+                return
+        speaking = self.endpointer.state == EndpointState.SPEECH
+        if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
+            self._last_partial = len(self._turn)
+            recent = self._turn[max(self._segment_start, len(self._turn) - PARTIAL_MAX_FRAMES) :]
+            self.asr.partial(np.concatenate(recent))
+
+    def _start_turn(self) -> None:
+        self._turn = list(self._preroll)
+        self._turn_id = next(self._ids)
+        self._segment_start = self._last_partial = 0
+        self._early_verdict = self._silence_audio = None
+        self.speculation.open_turn(self._turn_id)
+        self.asr.start_turn(self._turn_id)
+
+    def _judge_pause(self) -> list[EndpointEvent]:
+        """Smart Turn's verdict on the turn at a pause; an incomplete turn's audio so far is decoded now."""
+        assert self._turn is not None
+        early, self._early_verdict = self._early_verdict, None
+        valid = self.speculation.valid
+        if early is not None and valid:  # asked at the silence's onset, nothing said since
+            p = early
+        else:
+            if valid and not self.answerer.replying:
+                # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two threads on a
+                # small machine; one after the other both are done sooner
+                self.speculation.decoded.wait(SPECULATION_WAIT_S)
+            p = self._turn_probability(np.concatenate(self._turn))
+        verdict = self.endpointer.report_turn_probability(p)
+        if not any(isinstance(e, TurnEnd) for e in verdict):
+            # an incomplete turn: what was said up to this pause is stable, decode it now
+            segment = np.concatenate(self._turn[self._segment_start :])
+            self.asr.commit_segment(segment, speculated=valid)
+            self._segment_start = self._last_partial = len(self._turn)
+            self.speculation.invalidate()
+        return verdict
+
+    def _end_turn(self, event: TurnEnd) -> None:
+        """Hand the ended turn to the answerer (or to the reply begun for it; a cut one once the visitor pauses)."""
+        assert self._turn is not None
+        audio = np.concatenate(self._turn)
+        tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
+        turn = Turn(
+            self._turn_id,
+            audio,
+            event.speech_end_t,
+            self.samples_in / RATE,
+            self.clock.now(),
+            event.reason,
+            tail,
+            speculation_valid=self.speculation.valid and event.reason is not TurnEndReason.MAX_LENGTH,
+            start_index=self.samples_in - len(audio),
+        )
+        self._turn = None
+        if self.speculation.close_turn(turn, self._committed):
+            return
+        if event.reason is TurnEndReason.MAX_LENGTH:  # a monologue: answer what was kept once the visitor pauses
+            log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
+            self._held = turn
+            return
+        self._committed(turn)
+        self.answerer.submit(turn)
+
+    def _answer_held(self) -> None:
+        assert self._held is not None
+        held, self._held = self._held, None
+        turn = dataclasses.replace(held, committed_t=self.samples_in / RATE, committed_wall=self.clock.now())
+        self._committed(turn)
+        self.answerer.submit(turn)
+
+    def _committed(self, turn: Turn) -> None:
+        self.answerer.output.committed(turn.turn_id, turn.committed_wall)  # its reply budget runs from here
+
+    def _on_silence(self, events: list[EndpointEvent]) -> None:
+        """Start decoding the moment the visitor falls silent (speculation), so that recognition runs while the
+        end of the turn is still being confirmed; any sound afterwards invalidates it."""
+        if self._turn is None:
+            return
+        turn = self._turn
+        if any(isinstance(e, SilenceEnd) for e in events):
+            self._early_verdict = self._silence_audio = None
+            self.speculation.invalidate()  # the visitor goes on: what was begun for the pause is moot
+        elif any(isinstance(e, Silence) for e in events):
+            self.speculation.silence(lambda: self.asr.speculate(np.concatenate(turn[self._segment_start :])))
+            self._silence_audio = list(turn)
+        elif (
+            self.speculation.valid
+            and self._early_verdict is None
+            and self._silence_audio is not None
+            and self.speculation.decoded.is_set()
+        ):
+            # Smart Turn's verdict on the turn as it was when the visitor fell silent, the silence still to come as
+            # zeros, computed once the speculative decode is done and before the pause is long enough: the verdict
+            # is ready when it is
+            silence = np.zeros(int(self.endpointer.config.silence_ms * RATE / 1000) - FRAME, np.float32)
+            self._early_verdict = self._turn_probability(np.concatenate([*self._silence_audio, silence]))
+            self._silence_audio = None
+
+    def _turn_probability(self, audio: FloatAudio) -> float:
+        """Smart Turn's probability that the turn is complete; 0 (wait for the silence timeout) if it fails."""
+        try:
+            return self.turn_model.probability_complete(audio)
+        except EdgeVoiceError as exc:
+            log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
+            self.errors.append(exc)
+            return 0.0
+
+    def _speech_over_reply(self, frame: FloatAudio, probability: float) -> bool:
+        """Speech by the VAD, and with echo cancellation also as loud as the level that pauses the speaker: the VAD
+        judges the shape of a sound more than its level, and the faint residue of the kiosk's own voice after the
+        canceller must not cut its reply."""
+        if not self.endpointer.is_speech(probability):
+            return False
+        if self.gate is None:
+            return True
+        return self.gate.is_loud(frame)
