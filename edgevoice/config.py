@@ -101,8 +101,8 @@ class AudioConfig:
     """WebRTC echo cancellation with the playback as reference (a kiosk has a loudspeaker, not a headset)."""
     noise_suppression: bool = True
     barge_in_level_db: float = field(default=-40.0, metadata=_rng(-80.0, 0.0))
-    """With echo cancellation: the echo-cancelled microphone level (dBFS) that, held for 20 ms (or exceeded by 10 dB
-    for 10 ms) while the kiosk speaks, is taken as the visitor talking over it."""
+    """With echo cancellation: the echo-cancelled microphone level (dBFS) that, reached in a 10 ms frame while the
+    kiosk speaks, pauses the speaker as the visitor talking over it (the VAD's speech above it then confirms)."""
     compute_nice: int = field(default=0, metadata=_rng(0, 19))
     """How much lower the CPU priority of the compute threads (recognition, language model, synthesis) is than the
     audio path's (0: the same). Off by default: the compute threads also run Python, and one of them holding the GIL

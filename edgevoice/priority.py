@@ -7,12 +7,9 @@ Runtime run inline), run at the same lower priority. Raising nice needs no privi
 
 Why it is off by default: the compute threads also run Python between the engines' calls (the token loop, the
 chunker), holding the GIL, and the audio callbacks need the GIL too. A low-priority thread that holds the GIL when
-other work takes the processor keeps it, and every audio callback waits behind it: priority inversion. Measured in
-``tests/test_live.py``'s three-turn conversation with one busy process beside the appliance on this 2-core VM, the
-longest gap between two output callbacks was 72-116 ms with ``compute_nice = 10`` (the 20 ms output buffer ran dry
-in a reply, or the first reply took 5 s) and 17-27 ms with 0. Without other load the two were alike in latency
-(``edgevoice bench --pipeline --turns 10``: 712 and 722 ms at the median). Raise it only where the audio path does
-not share the GIL with the compute threads.
+other work takes the processor keeps it, and every audio callback waits behind it: priority inversion, heard as
+gaps in a reply when another process keeps the box busy. Raise it only where the audio path does not share the GIL
+with the compute threads.
 """
 
 from __future__ import annotations

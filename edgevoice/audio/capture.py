@@ -8,9 +8,8 @@ In the input device's callback (PortAudio's thread), 10 ms at a time:
 3. the cleaned audio goes into the microphone ring, for the listener (VAD, endpointing, recognition).
 
 Why in the callback and not in the listener thread: the callback runs every 10-20 ms whatever the engines do, while
-the listener, sharing two cores and the GIL with whisper.cpp, llama.cpp and Piper, was measured up to 80-300 ms
-behind the microphone during replies. Cancellation and the gate cost about 0.2 ms per 10 ms (livekit 1.2.1; 0.7 ms
-with a busy Python thread beside it), well inside a 10 ms callback budget.
+the listener shares the cores and the GIL with whisper.cpp, llama.cpp and Piper and can fall far behind the
+microphone during replies. Cancellation and the gate cost a small fraction of a 10 ms callback's budget.
 """
 
 from __future__ import annotations
@@ -41,12 +40,11 @@ def dbfs(frame: FloatAudio) -> float:
 class NearEndGate:
     """Pauses the speaker when the echo-cancelled microphone rises while the kiosk speaks.
 
-    With the echo removed (55-70 dB here) the cleaned microphone stays near silence while only the kiosk speaks and
-    rises within a few tens of milliseconds of the visitor's first word, long before AEC3 lets the near end through
-    in full (~200 ms). ``frames`` consecutive 10 ms frames above ``level_db`` (one by default: a median of 90 ms from
-    the visitor's onset to a quiet speaker through PulseAudio, two took 92-121 ms), or one frame ``strong_margin_db``
-    above it, pause the speaker. A level cannot tell a word from a cough or a door, so it only *pauses*: the
-    listener's VAD then confirms (the barge-in proper: flush and cancel) or, after ``confirm_s`` without
+    With the echo removed the cleaned microphone stays near silence while only the kiosk speaks and rises within a
+    few tens of milliseconds of the visitor's first word, long before AEC3 lets the near end through in full (~200
+    ms). ``frames`` consecutive 10 ms frames above ``level_db`` (one by default: the quickest pause), or one frame
+    ``strong_margin_db`` above it, pause the speaker. A level cannot tell a word from a cough or a door, so it only
+    *pauses*: the listener's VAD then confirms (the barge-in proper: flush and cancel) or, after ``confirm_s`` without
     confirmation, the reply resumes where it stopped.
 
     Fed from the capture callback only; the loop arms it while a reply plays (:attr:`armed`).

@@ -24,8 +24,8 @@ from edgevoice.interfaces import FloatAudio
 RATE = 16000
 FRAME = RATE // 100
 REFERENCE_KEPT_S = 0.2
-"""On a restart, the reference older than this is dropped: longer than any output plus input latency here (about
-0.1 s through PulseAudio), shorter than what queues while one stream is gone and the other is back (a second)."""
+"""On a restart, the reference older than this is dropped: longer than any output plus input latency, shorter than
+what queues while one stream is gone and the other is back (a second)."""
 
 
 @dataclass(slots=True)
@@ -76,11 +76,9 @@ class EchoPath:
         """A stream was reopened: the echo path is a new one (another device, other latencies), so start over as at
         startup. From any thread; the capture thread swaps the canceller in at its next frame.
 
-        Why: AEC3 carried over from the old streams trusts what it had learnt. When the microphone came back a
-        second before the loudspeaker (two retries apart), the next reply's echo got through only 27-32 dB down,
-        its loudest 10 ms at -43 to -47 dBFS against a barge-in level of -40 (tests/test_faults.py; a CI run saw
-        the kiosk interrupt itself so). Loudspeaker first, the reference queued meanwhile put the canceller a second
-        off (7 dB, tests/test_echo_path.py). Started over, as at startup: 45-50 dB, peaks -62 to -65 dBFS."""
+        Why: AEC3 carried over from the old streams trusts what it had learnt, and with the streams back at
+        different moments its estimate of the echo path is wrong: the next reply's echo can get through near the
+        barge-in level and the kiosk interrupts itself. Started over, it cancels as well as at startup."""
         renewal = self.canceller.renewed()  # built here, not in the audio callback
         with self._renewal_lock:
             previous, self._renewal = self._renewal, renewal

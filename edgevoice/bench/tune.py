@@ -17,7 +17,7 @@ activity
 
 The stages are tuned one at a time (each engine alone on the machine), and the live loop runs them mostly one after
 the other, so per-stage optima hold; the result is worth checking with `edgevoice selftest`. GPU knobs are searched
-only where the engines can use a GPU; here (a CPU-only build) they stay off. The config written is the box's own
+only where the engines can use a GPU; on a CPU-only build they stay off. The config written is the box's own
 config with the tuned keys changed; it is validated before it replaces anything.
 """
 

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 PREFILL_CHUNK = 64
 """Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
-be interrupted (shutdown), so no prefill holds the model for more than ~0.5 s on two cores; 32 cost a fifth of
-the prefill speed (107 against 134 tokens/s here), 64 nothing measurable."""
+be interrupted (shutdown), so no prefill holds the model for long; smaller chunks cost prefill speed."""
 
 
 class LlamaCppModel:

@@ -38,12 +38,11 @@ _WORD_SOUND = re.compile(r"(?<![^\s,.;:!?—-])(" + "|".join(_PRONUNCIATION) + r
 
 def fix_pronunciation(phonemes: str) -> str:
     """espeak-ng's English phonemes with a few words said as dictionaries give them, where the kiosk's voice was
-    misheard for it (renderings of the kiosk's own replies through tiny.en, 12 each):
+    misheard for it:
 
     * thirteen to nineteen stressed on "-teen" (/ˌfɔːrˈtiːn/): espeak stresses their first syllable, as in
-      "forty"; "adults fourteen euros" was heard as "for in euros" or "40 euros" in 25 % of renderings, 6 % after;
-    * "euro(s)" with one r (/ˈjʊroʊz/, espeak doubles it): "five euros" misheard ("five year olds") 42 -> 25 %,
-      "nine euros" 20 -> 3 %.
+      "forty", and "fourteen euros" is heard as "40 euros";
+    * "euro(s)" with one r (/ˈjʊroʊz/, espeak doubles it): "five euros" is heard as "five year olds".
 
     Only whole words change ("protein" and "Europe" keep espeak's sounds)."""
     return _WORD_SOUND.sub(lambda m: _PRONUNCIATION[m.group(1)], phonemes)

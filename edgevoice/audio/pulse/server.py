@@ -15,12 +15,12 @@ started it dies (``setpriv --pdeathsig``), so a crashed test run leaves no serve
 
 Pitfalls, and what this harness does about them:
 
-- A fresh stream into a null sink lost its first milliseconds (5 ms with paplay; MODELS.md saw 0.2-0.3 s with
-  PortAudio): PulseAudio rewinds the sink to start the new stream early, and what the monitor already got is not
-  rewound. The sinks are loaded with ``norewinds=1``: nothing is lost (checked bit for bit).
+- A fresh stream into a null sink loses its first milliseconds: PulseAudio rewinds the sink to start the new stream
+  early, and what the monitor already got is not rewound. The sinks are loaded with ``norewinds=1``: nothing is
+  lost (checked bit for bit).
 - An idle null sink renders 2 s ahead, so a client on its monitor could wait 2 s for its first data. A low-latency
   recorder is kept on each monitor and the sink is suspended and resumed once (:meth:`PulseServer._prime`).
-- The first input read can block ~1.2 s under load: wait for the first callback (or recorded bytes) before
+- The first input read can block for a second or more under load: wait for the first callback (or recorded bytes) before
   injecting audio.
 - When a sink is unloaded, PulseAudio moves streams on it (or on its monitor) to another sink or source if one
   exists, so a stream survives a "vanished device" unless every sink is gone.
