@@ -27,7 +27,7 @@ from edgevoice.audio.pulse import PulseServer
 from edgevoice.selftest.appliance import ApplianceProcess, Record
 from tests.conftest import wer
 
-pytestmark = [pytest.mark.models, pytest.mark.slow]
+pytestmark = [pytest.mark.models, pytest.mark.audio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = 16000
