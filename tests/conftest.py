@@ -1,4 +1,9 @@
-"""Shared fixtures. Tests marked ``models`` use the real default models installed by ``scripts/setup``."""
+"""Shared fixtures, and the test tiers: every test is marked ``unit``, ``models``, ``audio`` or ``system``.
+
+A test is put in the ``models`` or ``audio`` tier by the fixtures it uses (:data:`TIER_FIXTURES`), or by a mark of its
+own where its body loads a model or starts a sound server itself; what is left is ``unit``, and runs with no model
+directory and no download cache to read (``scripts/test --quick`` runs that tier alone).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,53 @@ from edgevoice.config import Config
 from edgevoice.converse import ASR_RATE
 from edgevoice.interfaces import Engines
 from tests.conftest_audio import pulse  # noqa: F401  (fixture)
+
+NEEDS_MORE = ("models", "audio", "system")
+"""The tiers above ``unit``: a test marked with any of them is not a unit test."""
+TIER_FIXTURES = {
+    "models": {
+        # the installed default models
+        "store",
+        "engines",
+        "speak",
+        "minilm",
+        "semantic",
+        # model distributions from the download cache (fetched when missing)
+        "ct2_tiny_dir",
+        "ggml_tiny",
+        "ggml_base",
+        "assets",
+        "reference_features",
+        "bundle",
+    },
+    "audio": {"pulse", "room"},
+}
+"""Fixtures that load models or start a PulseAudio server, by tier: a test that uses one, directly or through another
+fixture, is in that tier."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tiers: those its fixtures need, and ``unit`` when it needs none."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for tier, fixtures in TIER_FIXTURES.items():
+            if used & fixtures and item.get_closest_marker(tier) is None:
+                item.add_marker(tier)
+        if not any(item.get_closest_marker(tier) for tier in NEEDS_MORE):
+            item.add_marker("unit")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_find_no_models(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A unit test sees an empty models directory and download cache (paths nothing creates): one that reaches for
+    an installed model fails here instead of passing only where the models happen to be installed."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    nowhere = tmp_path_factory.getbasetemp() / "unit-tests-have-no-models"
+    monkeypatch.setenv("EDGEVOICE_MODELS_DIR", str(nowhere / "models"))
+    monkeypatch.setenv("EDGEVOICE_DOWNLOAD_CACHE", str(nowhere / "downloads"))
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,12 @@ import shlex
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from tests import waiting
 
 T = TypeVar("T")
 
@@ -56,14 +57,7 @@ def nspawn_unavailable() -> str | None:
 
 def poll(probe: Callable[[], T | None], timeout: float) -> T | None:
     """``probe()`` every 0.1 s until it returns something true (returned), or None after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.1)
+    return waiting.poll(probe, timeout, interval=0.1)
 
 
 @dataclass(frozen=True)

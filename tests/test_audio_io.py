@@ -19,6 +19,7 @@ from edgevoice.audio.pulse import PulseServer
 from edgevoice.audio.streams import InputStream, OutputStream, SampleFormat, list_devices
 from edgevoice.errors import AudioDeviceError
 from tests import conftest_audio
+from tests.waiting import poll
 
 pytest.importorskip("pyaudio")
 
@@ -124,11 +125,10 @@ class Clip:
 
 
 def wait_dead(stream: InputStream | OutputStream, timeout: float = 3.0) -> float:
-    """Seconds until ``stream.is_alive()`` turned false (polled every 10 ms)."""
+    """Seconds until ``stream.is_alive()`` turned false (polled every 10 ms: a stream that stops hearing from its
+    device raises nothing to wait on)."""
     start = time.perf_counter()
-    while stream.is_alive(max_gap_s=0.2):
-        assert time.perf_counter() - start < timeout, "stream still alive"
-        threading.Event().wait(0.01)
+    assert poll(lambda: not stream.is_alive(max_gap_s=0.2), timeout, interval=0.01), "stream still alive"
     return time.perf_counter() - start
 
 

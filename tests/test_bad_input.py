@@ -14,7 +14,6 @@ Case → behaviour (the closing note of issue 5 lists them with these test names
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -30,6 +29,7 @@ from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
 from tests.conftest import wer
 from tests.loop_harness import running_loop
+from tests.waiting import poll
 
 pytestmark = pytest.mark.models
 
@@ -51,13 +51,9 @@ class Session:
         before = len(self.turns)
         audio = np.concatenate([np.zeros(RATE // 2, np.float32), audio, np.zeros(RATE, np.float32)])
         for i in range(0, len(audio), 320):
-            while self.loop.mic.free() < 320:
-                time.sleep(0.005)
+            assert poll(lambda: self.loop.mic.free() >= 320, timeout), "the loop stopped reading its microphone"
             self.capture(audio[i : i + 320].astype(np.float32))
-        deadline = time.monotonic() + timeout
-        while not self.loop.idle() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert self.loop.idle(), "the loop did not settle"
+        assert poll(self.loop.idle, timeout), "the loop did not settle"
         assert not [e for e in self.loop.errors if e.code != "llm_interrupted"], self.loop.errors
         return self.turns[before:]
 

@@ -14,6 +14,7 @@ Fault → behaviour:
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from edgevoice.audio.pulse import PulseServer
 from edgevoice.selftest.appliance import ApplianceProcess, Record
 from tests.conftest import wer
 
-pytestmark = [pytest.mark.models, pytest.mark.slow]
+pytestmark = [pytest.mark.models, pytest.mark.audio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = 16000
@@ -71,6 +72,34 @@ def ask(pulse: PulseServer, app: ApplianceProcess, speak: Callable[[str], np.nda
         # not the question's: seen once in several runs after the fallback phrase
         if turn["transcript"] or turn["reply"]:
             return turn
+
+
+@contextmanager
+def status_socket(tmp_path: Path) -> Iterator[tuple[str, socket.socket]]:
+    """A datagram socket for the appliance's sd_notify messages (``$NOTIFY_SOCKET``, as systemd would give it): its
+    ``STATUS=`` says which sound streams are down."""
+    address = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(address)
+        yield address, sock
+
+
+def next_status(sock: socket.socket, wanted: Callable[[str], bool], timeout: float = 15.0) -> str:
+    """The next ``STATUS=`` the appliance reports that is ``wanted`` (those before it are passed over)."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            message = sock.recv(4096).decode()
+        except TimeoutError:
+            break
+        for line in message.split("\n"):
+            if line.startswith("STATUS="):
+                seen.append(line.removeprefix("STATUS="))
+                if wanted(seen[-1]):
+                    return seen[-1]
+    raise AssertionError(f"no such status within {timeout:.0f} s; reported: {seen}")
 
 
 def stop(app: ApplianceProcess) -> Record:
@@ -139,20 +168,25 @@ def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
 def test_the_sound_devices_vanish_and_come_back_and_the_streams_reopen(
     pulse: PulseServer, store, speak: Callable[[str], np.ndarray], tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    with appliance(pulse, store, tmp_path) as app:
+    with (
+        status_socket(tmp_path) as (address, statuses),
+        appliance(pulse, store, tmp_path, env={"NOTIFY_SOCKET": address}) as app,
+    ):
         assert_answered(ask(pulse, app, speak, QUESTIONS[0]), QUESTIONS[0])
         pulse.unload_sink("mic")  # a USB speakerphone unplugged: microphone and loudspeaker gone at once
         pulse.unload_sink("spk")
-        time.sleep(3.0)  # the appliance notices (no callbacks for a second) and retries every second
+        # the appliance notices (no callbacks for a second) and retries every second
+        next_status(statuses, lambda s: "microphone stream down" in s and "speaker stream down" in s)
         assert app.proc.poll() is None, app.stderr_tail()
         # plugged back in, its microphone found before its loudspeaker: the two streams reopen on different
         # retries. Carried over, the echo canceller then let the reply's echo through up to -43 dBFS (the barge-in
         # level is -40): a CI run saw the kiosk interrupt its own reply after a reopen like this
         pulse.reload_sink("mic")
-        time.sleep(1.5)
+        status = next_status(statuses, lambda s: "microphone stream down" not in s)
         pulse.reload_sink("spk")
         pulse.add_echo(delay_ms=40, gain_db=-10.0)
-        time.sleep(3.0)  # reopened within a retry or two
+        if not status.startswith("listening"):
+            next_status(statuses, lambda s: s.startswith("listening"))  # both streams back
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stopped = stop(app)
         log = app.stderr_tail(6000)

@@ -17,7 +17,7 @@ from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess
 from tests.conftest import heard_share, wer
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.audio]
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = 16000

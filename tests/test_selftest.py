@@ -118,6 +118,7 @@ def test_utterances_are_found_by_their_sound_whatever_the_echo_around_them_does(
 
 
 @pytest.mark.models
+@pytest.mark.audio  # the self-test starts its own PulseAudio room
 @pytest.mark.slow
 def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_budget(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

@@ -41,7 +41,9 @@ STARTING, STARTED = "7d4958e842da4a758f6c1cdc7b36dcc5", "39f53479d3a045ac8e11786
 
 _why_not = nspawn_unavailable() or pulse_available()
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.models,
+    pytest.mark.audio,
     pytest.mark.slow,
     pytest.mark.skipif(_why_not is not None, reason=f"no service manager test here: {_why_not}"),
 ]

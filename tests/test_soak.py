@@ -28,6 +28,7 @@ from edgevoice.live.loop import Turn
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.selftest.utterances import UTTERANCES
 from tests.loop_harness import running_loop
+from tests.waiting import poll
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
@@ -72,9 +73,7 @@ def test_two_hundred_turns_keep_memory_and_first_token_time_flat(engines: Engine
             audio = np.concatenate([np.zeros(RATE // 4, np.float32), clips[i % len(clips)]])
             loop.mic.write(np.concatenate([audio, np.zeros(RATE, np.float32)]))
             assert done.wait(120), f"turn {i + 1} was not answered"
-            deadline = time.monotonic() + 60
-            while not loop.idle() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            poll(loop.idle, 60)  # settled before the next question (or it is fed on top of whatever is left)
     elapsed = time.monotonic() - t0
 
     answered = [t for t in traces if t.reply and t.fallback is None and not t.cancelled]
