@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+import edgevoice
 from edgevoice import data
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.config import Config, config_from_dict
@@ -661,3 +663,22 @@ def test_a_question_one_entry_answers_outright_gets_its_answer_without_the_model
 )
 def test_questions_no_entry_answers_outright_go_to_the_model(kiosk: Kiosk, question: str) -> None:
     assert kiosk.ground(question).direct is None
+
+
+def test_no_name_of_the_sample_venue_is_written_in_the_package_code() -> None:
+    """The sample venue lives in data files: its names (capitalised words inside a sentence, not the calendar's or a
+    language's) appear in no module of the package, so no rule can be fitted to it by name."""
+    common = {"English", "French", "German", "March", "Mondays", "Sunday", "Thursdays", "Square", "Street"}
+    names = set()
+    for line in SAMPLE_KNOWLEDGE.splitlines():
+        names |= {m.group(1) for m in re.finditer(r"(?<![.?!]\s)(?<!^)\b([A-Z][a-zA-Z]{4,})", line)}
+    names -= common
+    assert {"Harbour", "Lighthouse"} <= names
+    package = Path(edgevoice.__file__).parent
+    found = {
+        (str(path.relative_to(package)), name)
+        for path in package.rglob("*.py")
+        for name in names
+        if re.search(rf"\b{name}\b", path.read_text(encoding="utf-8"), re.I)
+    }
+    assert found == set()

@@ -30,14 +30,14 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 
 @cache
 def _american() -> EnglishSpellingNormalizer:
-    """Whisper's own British-to-American spelling table (``harbour`` = ``harbor``), as its WER evaluation uses."""
+    """Whisper's own British-to-American spelling table (``colour`` = ``color``), as its WER evaluation uses."""
     return EnglishSpellingNormalizer()
 
 
 def words(text: str) -> list[str]:
     """Lower-case words for comparison, as they sound: numbers, times and prices spelled out, punctuation and
-    hyphens removed, contractions expanded (``what's`` = ``what is``), a name written in one (``HarbourMuseum``)
-    as its words, British and American spellings as one (``harbour`` = ``harbor``)."""
+    hyphens removed, contractions expanded (``what's`` = ``what is``), a name written in one (``CityLibrary``)
+    as its words, British and American spellings as one (``colour`` = ``color``)."""
     text = normalize_for_speech(_CAMEL.sub(" ", text)).lower().replace("’", "'")
     for short, long in _CONTRACTIONS.items():
         text = text.replace(short, long)
@@ -49,7 +49,7 @@ def words(text: str) -> list[str]:
 
 def join_compounds(ref: Sequence[str], hyp: Sequence[str]) -> list[str]:
     """``hyp`` with two neighbours joined where ``ref`` has them as one word, and a word split where ``ref`` has
-    its two halves next to each other: "cloak room" and "cloakroom" sound the same (sclite's compound rule)."""
+    its two halves next to each other: "book shop" and "bookshop" sound the same (sclite's compound rule)."""
     joined = {"".join(ref[i : i + 2]): ref[i : i + 2] for i in range(len(ref) - 1)}
     singles = set(ref)
     out: list[str] = []
