@@ -43,7 +43,7 @@ def test_exposure_score_is_at_most_two() -> None:
     assert match, proc.stdout + proc.stderr
     assert float(match.group(1)) <= 2.0, proc.stdout
     flagged = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("✗")]
-    # what is left on purpose (see README "The service"): sound devices and the audio group, local sockets
+    # what is left on purpose (see docs/service.md): sound devices and the audio group, local sockets
     # (PulseAudio), the host's root, full /proc (ONNX Runtime reads /proc/cpuinfo), setpriority (compute_nice)
     assert set(flagged) <= {
         "DeviceAllow=",
