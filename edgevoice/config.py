@@ -183,7 +183,7 @@ def _check_listen(key: str, value: str) -> None:
         try:
             parse_listen(value)
         except ConfigError as exc:
-            raise ConfigError(str(exc).replace("metrics.listen", key, 1)) from None
+            raise ConfigError(exc.message.replace("metrics.listen", key, 1)) from None
 
 
 @dataclass(frozen=True)
@@ -232,9 +232,16 @@ class Config:
             return self.kiosk.knowledge
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
-            return path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise ConfigError(
+                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})"
+            ) from None
 
 
 def load_config(path: Path | str | None = None) -> Config:
