@@ -226,6 +226,12 @@ class Config:
     debug: DebugConfig = field(default_factory=DebugConfig)
     source: str = field(default="<defaults>", compare=False)
 
+    def knowledge_source(self) -> str:
+        """Where the knowledge comes from, as error messages name it."""
+        if self.kiosk.knowledge_file:
+            return f"kiosk.knowledge_file = {str(Path(self.kiosk.knowledge_file).expanduser())!r}"
+        return "kiosk.knowledge"
+
     def knowledge_text(self) -> str:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:

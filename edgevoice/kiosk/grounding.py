@@ -151,6 +151,7 @@ class Kiosk:
         direct_answers: bool = True,
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
+        knowledge_source: str = "knowledge",
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -162,7 +163,7 @@ class Kiosk:
         self.direct_answers = direct_answers
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
-        self.entries = parse_knowledge(knowledge)
+        self.entries = parse_knowledge(knowledge, source=knowledge_source)
         self.compiled = compile_knowledge(self.entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.grounding_threshold = grounding_threshold
@@ -224,6 +225,7 @@ class Kiosk:
             direct_answers=k.direct_answers,
             embedder=embedder,
             phonemize=phonemize,
+            knowledge_source=config.knowledge_source(),
         )
 
     def asr_prompt(self, configured: str = "") -> str:

@@ -82,13 +82,18 @@ _EMPHASIS = re.compile(
 _TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
 
 
-def parse_knowledge(text: str, *, warnings: list[str] | None = None) -> list[Entry]:
+def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str] | None = None) -> list[Entry]:
     """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line).
 
-    A text that cannot be read as entries raises a :class:`ConfigError` naming the line. A question answered twice,
-    differently, is a warning: appended to ``warnings`` when given, else logged."""
-    entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+    A text that cannot be read as entries raises a :class:`ConfigError` naming ``source`` (where the text comes
+    from) and the line. A question answered twice, differently, is a warning: appended to ``warnings`` when given,
+    else logged."""
+    try:
+        entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
     for warning in duplicate_questions(entries):
+        warning = f"{source}: {warning.removeprefix('knowledge: ')}"
         if warnings is None:
             log.warning("%s", warning)
         else:

@@ -62,6 +62,21 @@ def _is_loopback(host: str) -> bool:
     return bool(found) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in found)
 
 
+def check_metrics_files(listen: str, textfile: str) -> None:
+    """Refuse, without touching them, a Unix socket path held by something that is not a socket and a textfile that
+    is not ours: the exporter replaces both."""
+    if listen.startswith("unix:"):
+        path = listen[5:]
+        with contextlib.suppress(OSError):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise ConfigError(f"metrics.listen = {listen!r}: {path} exists and is not a socket; it is not removed")
+    if textfile and not _ours(Path(textfile)):
+        raise ConfigError(
+            f"metrics.textfile = {textfile!r}: that file exists and does not hold edgevoice's metrics; "
+            "it is not replaced (name a new file, or remove it)"
+        )
+
+
 def _ours(path: Path) -> bool:
     """A textfile this exporter may replace: none yet, an empty file, or one that holds edgevoice's metrics."""
     try:
@@ -124,12 +139,8 @@ class MetricsExporter:
 
     def __init__(self, metrics: Metrics, *, listen: str = "", textfile: str = "") -> None:
         self.metrics = metrics
+        check_metrics_files(listen, textfile)
         self.textfile = Path(textfile) if textfile else None
-        if self.textfile is not None and not _ours(self.textfile):
-            raise ConfigError(
-                f"metrics.textfile = {textfile!r}: that file exists and does not hold edgevoice's metrics; "
-                "it is not replaced (name a new file, or remove it)"
-            )
         self._server: socketserver.BaseServer | None = None
         self._thread: threading.Thread | None = None
         self._unix_path: str | None = None
