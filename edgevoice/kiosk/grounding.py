@@ -152,6 +152,7 @@ class Kiosk:
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
         knowledge_source: str = "knowledge",
+        log_transcripts: bool = False,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -164,6 +165,8 @@ class Kiosk:
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
         self.entries = parse_knowledge(knowledge, source=knowledge_source)
+        self.log_transcripts = log_transcripts
+        """Whether the log may hold the visitor's words (``[debug] log_transcripts``)."""
         self.compiled = compile_knowledge(self.entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.grounding_threshold = grounding_threshold
@@ -226,6 +229,7 @@ class Kiosk:
             embedder=embedder,
             phonemize=phonemize,
             knowledge_source=config.knowledge_source(),
+            log_transcripts=config.debug.log_transcripts,
         )
 
     def asr_prompt(self, configured: str = "") -> str:
@@ -245,7 +249,10 @@ class Kiosk:
         mended = self.sounds.first_mend(question, lambda text: self._mend_holds(text, question, grounding))
         if mended is None:
             return grounding
-        log.info("heard %r, taken as %r", question, mended)
+        if self.log_transcripts:
+            log.info("heard %r, taken as %r", question, mended)
+        else:
+            log.info("a misheard question was mended by the sound of its words")
         return self._ground(mended)
 
     def _mend_holds(self, mended: str, heard: str, grounding: Grounding) -> bool:
