@@ -22,8 +22,8 @@ from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
+from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.reply.responder import ReplyTrace
-from edgevoice.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
