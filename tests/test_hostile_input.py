@@ -100,6 +100,11 @@ def test_megabyte_knowledge_line_is_refused_at_once() -> None:
     assert time.perf_counter() - started < 1.0
     assert f"at most {MAX_LINE_CHARS}" in err.value.message and "line 2" in err.value.message
     assert err.value.message.startswith("venue.md:")
+    with pytest.raises(ConfigError, match=r"venue.toml: \[\[qa\]\] number 2 has 3000 characters; at most 2000"):
+        parse_knowledge(
+            f'[[qa]]\nquestion = "Open?"\nanswer = "Yes."\n[[qa]]\nquestion = "Q?"\nanswer = "{"a" * 3000}"\n',
+            source="venue.toml",
+        )
 
 
 @pytest.mark.parametrize(

@@ -146,8 +146,8 @@ def _parse_toml(text: str) -> list[Entry]:
             raise ConfigError(f"{where}: question must be a string")
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise ConfigError(f"{where}: keywords must be a list of strings")
-        for text in (question, answer, *keywords):
-            _check_length(text, where.removeprefix("knowledge: "))
+        for value in (question, answer, *keywords):
+            _check_length(value, where.removeprefix("knowledge: "))
         entries.append(Entry(_clean(question), _clean(answer), tuple(k.strip() for k in keywords if k.strip())))
     return entries
 

@@ -3,7 +3,8 @@
 Off by default. ``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix
 socket (``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``);
 ``[metrics] textfile`` rewrites a file for node_exporter's textfile collector after every turn instead (atomically:
-written beside it, then renamed). A metrics failure (socket taken, disk full, read-only file system) is logged and
+written beside it, then renamed). Neither replaces what is not its own: a file at the socket's path, a textfile that
+holds something else. A metrics failure (socket taken, disk full, read-only file system) is logged and
 costs nothing else. Uses ``prometheus_client``, imported only when metrics are on.
 """
 
