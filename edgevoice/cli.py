@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice import __version__
-from edgevoice.config import find_config
+from edgevoice.config import Config, find_config
 from edgevoice.errors import EdgeVoiceError
 
 STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
@@ -27,11 +27,13 @@ STAGE_LABELS = {
 
 
 def _cmd_converse(args: argparse.Namespace) -> int:
-    from edgevoice.audio.files import read_audio, write_wav
+    from edgevoice.audio.files import check_output_path, read_audio, write_wav
     from edgevoice.converse import ASR_RATE, Assistant
     from edgevoice.engines.factory import load_engines
 
     config = find_config(args.config)
+    if args.out:
+        check_output_path(args.out)
     audio = read_audio(args.input, rate=ASR_RATE)
     t = time.perf_counter()
     engines, load_times = load_engines(config)
@@ -67,12 +69,13 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 
 def _cmd_say(args: argparse.Namespace) -> int:
-    from edgevoice.audio.files import write_wav
+    from edgevoice.audio.files import check_output_path, write_wav
     from edgevoice.engines.factory import model_store, piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.reply.speech_text import normalize_for_speech
 
     config = find_config(args.config)
+    check_output_path(args.out)
     onnx, voice_config = piper_files(model_store(config), config.models.tts)
     import numpy as np
 
@@ -102,8 +105,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     config = find_config(args.config)
-    print(f"config OK ({config.source})")
+    errors, warnings = config_problems(config)
+    for warning in warnings:
+        print(f"edgevoice: warning: {warning}", file=sys.stderr)
+    for error in errors:
+        print(f"edgevoice: error: {error}", file=sys.stderr)
+    if errors:
+        return 2
+    print(f"config OK ({config.source})" + (f", {len(warnings)} warning(s)" if warnings else ""))
     return 0
+
+
+def config_problems(config: Config) -> tuple[list[EdgeVoiceError], list[str]]:
+    """What a valid config still gets wrong, found without loading a model: the knowledge (read and parsed), the
+    debug recorder's directory, the files the metrics exporter would replace. Errors and warnings, every one."""
+    from edgevoice.kiosk.knowledge import parse_knowledge
+    from edgevoice.live.metrics import check_metrics_files
+    from edgevoice.live.recorder import check_record_dir, default_debug_dir
+
+    errors: list[EdgeVoiceError] = []
+    warnings: list[str] = []
+    try:
+        parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=warnings)
+    except EdgeVoiceError as exc:
+        errors.append(exc)
+    checks = [lambda: check_metrics_files(config.metrics.listen, config.metrics.textfile)]
+    if config.debug.record_turns > 0:
+        record_dir = config.debug.record_dir
+        checks.append(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
+    for check in checks:
+        try:
+            check()
+        except EdgeVoiceError as exc:
+            errors.append(exc)
+    return errors, warnings
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -172,7 +172,7 @@ def _check_listen(key: str, value: str) -> None:
         try:
             parse_listen(value)
         except ConfigError as exc:
-            raise ConfigError(str(exc).replace("metrics.listen", key, 1)) from None
+            raise ConfigError(exc.message.replace("metrics.listen", key, 1)) from None
 
 
 @dataclass(frozen=True)
@@ -215,15 +215,28 @@ class Config:
     debug: DebugConfig = field(default_factory=DebugConfig)
     source: str = field(default="<defaults>", compare=False)
 
+    def knowledge_source(self) -> str:
+        """Where the knowledge comes from, as error messages name it."""
+        if self.kiosk.knowledge_file:
+            return f"kiosk.knowledge_file = {str(Path(self.kiosk.knowledge_file).expanduser())!r}"
+        return "kiosk.knowledge"
+
     def knowledge_text(self) -> str:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
-            return path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise ConfigError(
+                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})"
+            ) from None
 
 
 def load_config(path: Path | str | None = None) -> Config:

@@ -475,3 +475,40 @@ def _write_toml(data: dict[str, Any], path: Path) -> None:
         return "{" + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + "}"
 
     path.write_text("\n".join(f'"{k}" = {value(v)}' for k, v in data.items()) + "\n", encoding="utf-8")
+
+
+def test_recheck_finds_a_file_corrupted_in_place(world: SimpleNamespace) -> None:
+    store = new_store(world)
+    store.install(progress=False, find_links=world.dists)
+    target = store.path("chunky")
+    store.path("voice", "v.onnx")
+    assert store.recheck() is True  # intact: nothing to say
+    st = target.stat()
+    tampered = bytearray(world.gguf)
+    tampered[-1] ^= 0xFF
+    with target.open("r+b") as fh:  # same size, same inode, and the mtime put back: the stamp cannot notice
+        fh.write(tampered)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert store.path("chunky") == target
+
+    errors: list[ModelError] = []
+    recheck = store_module.BackgroundRecheck(store, on_error=errors.append).start()
+    assert recheck.finished.wait(30)
+    recheck.close()
+    assert errors and errors[0] is recheck.error and isinstance(recheck.error, ModelChecksumError)
+    message = recheck.error.message
+    assert str(target) in message and f"expected sha256 {sha(world.gguf)}" in message
+    assert "edgevoice models install chunky --force" in message
+    with pytest.raises(ModelChecksumError, match="fails its checksum"):  # its stamp is gone: the next load re-hashes
+        store.path("chunky")
+
+
+def test_recheck_stops_when_asked(world: SimpleNamespace) -> None:
+    import threading
+
+    store = new_store(world)
+    store.install(progress=False, find_links=world.dists)
+    store.path("chunky")
+    stop = threading.Event()
+    stop.set()
+    assert store.recheck(stop) is False

@@ -30,6 +30,7 @@ def open_session(
     """
     if not path.is_file():
         raise ModelMissingError(f"model file {path} does not exist")
+    ort.disable_telemetry_events()  # no model names, device id or program path leave the process
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

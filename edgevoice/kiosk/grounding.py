@@ -70,6 +70,8 @@ class Kiosk:
         direct_answers: bool = True,
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
+        knowledge_source: str = "knowledge",
+        log_transcripts: bool = False,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -80,7 +82,9 @@ class Kiosk:
         self.hint_entries = hint_entries
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
-        self.entries = parse_knowledge(knowledge)
+        self.entries = parse_knowledge(knowledge, source=knowledge_source)
+        self.log_transcripts = log_transcripts
+        """Whether the log may hold the visitor's words (``[debug] log_transcripts``)."""
         self.compiled = compile_knowledge(self.entries)
         self.retrieval = estimate_tokens(self.compiled) > knowledge_budget_tokens
         """True when the knowledge is too large for the prefix and each question brings its own entries."""
@@ -101,6 +105,7 @@ class Kiosk:
             embedder=embedder,
             phonemize=phonemize,
             venue_names=venue_vocabulary([], also=[persona]),
+            log_transcripts=log_transcripts,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms)
@@ -128,6 +133,8 @@ class Kiosk:
             direct_answers=k.direct_answers,
             embedder=embedder if k.semantic else None,
             phonemize=phonemize if k.mend_misheard else None,
+            knowledge_source=config.knowledge_source(),
+            log_transcripts=config.debug.log_transcripts,
         )
 
     @property

@@ -6,6 +6,8 @@ Three ways to write them, told apart by their content:
 * **Markdown**: a heading names a topic and every bullet, numbered item or paragraph under it is one entry
   (``## Prices`` / ``- Adults 14 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
   links and code marks are dropped: the model must not learn markdown from its own prompt.
+* **Markdown tables**: each row is one entry named by its first cell, the other cells answer under their column's
+  heading (``| Visitor | Price |`` / ``| Adults | 14 euros |`` gives "Adults: Price: 14 euros").
 * **TOML**: ``[[qa]]`` tables with ``question``, ``answer`` and optional ``keywords`` (words visitors use that the
   answer does not contain, e.g. ``["restroom", "loo"]``).
 
@@ -15,6 +17,7 @@ Each entry is compiled back into one line of the system prompt, and indexed for 
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
 from collections.abc import Sequence
@@ -23,7 +26,21 @@ from dataclasses import dataclass
 from edgevoice import data
 from edgevoice.errors import ConfigError
 
-__all__ = ["Entry", "compile_knowledge", "estimate_tokens", "example_turns", "parse_knowledge", "venue_vocabulary"]
+__all__ = [
+    "MAX_LINE_CHARS",
+    "Entry",
+    "compile_knowledge",
+    "duplicate_questions",
+    "estimate_tokens",
+    "example_turns",
+    "parse_knowledge",
+    "venue_vocabulary",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_CHARS = 2000
+"""The longest line (or TOML question or answer) a knowledge text may have: a fact is a sentence or two."""
 
 CHARS_PER_TOKEN = 4.0
 """English text in the Qwen2.5 tokenizer: about four characters a token."""
@@ -50,22 +67,62 @@ class Entry:
         return " ".join((self.question, self.answer, *self.keywords))
 
 
-_TOML_QA = re.compile(r"^\s*\[\[\s*qa\s*\]\]", re.M)
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# Every pattern below runs in time linear in its line: no two quantifiers can take the same characters.
+_TOML_QA = re.compile(r"^[ \t]*\[\[[ \t]*qa[ \t]*\]\]", re.M)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
 _ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*)$")
 _Q_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:Q|Question)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
 _A_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:A|Answer)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
 _TERM = re.compile(r"^([^:?.!]{1,60}?):\s+(\S.*)$")
 _QUESTION_FIRST = re.compile(r"^([^?]{3,200}\?)\s+(\S.*)$")
-_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~|`)(?=\S)(.+?)(?<=\S)\1")
+_MD_LINK = re.compile(r"\[([^\[\]]*)\]\([^()]*\)")
+_EMPHASIS = re.compile(
+    r"\*\*(?=[^\s*])([^*]+?)(?<=\S)\*\*|__(?=[^\s_])([^_]+?)(?<=\S)__|~~(?=[^\s~])([^~]+?)(?<=\S)~~"
+    r"|\*(?=[^\s*])([^*]+?)(?<=\S)\*|_(?=[^\s_])([^_]+?)(?<=\S)_|`([^`]+)`"
+)
+_TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
 
 
-def parse_knowledge(text: str) -> list[Entry]:
-    """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line)."""
-    if _TOML_QA.search(text):
-        return _parse_toml(text)
-    return _parse_markdown(text)
+def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str] | None = None) -> list[Entry]:
+    """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line).
+
+    A text that cannot be read as entries raises a :class:`ConfigError` naming ``source`` (where the text comes
+    from) and the line. A question answered twice, differently, is a warning: appended to ``warnings`` when given,
+    else logged."""
+    try:
+        entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
+    for warning in duplicate_questions(entries):
+        warning = f"{source}: {warning.removeprefix('knowledge: ')}"
+        if warnings is None:
+            log.warning("%s", warning)
+        else:
+            warnings.append(warning)
+    return entries
+
+
+def duplicate_questions(entries: Sequence[Entry]) -> list[str]:
+    """One message per question (an entry's question ending in "?") that entries answer differently."""
+    answers: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if entry.question.endswith("?"):
+            key = " ".join(re.findall(r"\w+", entry.question.casefold()))
+            answers.setdefault(key, []).append(entry)
+    messages = []
+    for same in answers.values():
+        different = list(dict.fromkeys(e.answer for e in same))
+        if len(different) > 1:
+            listed = " / ".join(repr(a) for a in different)
+            messages.append(f"knowledge: {same[0].question!r} is answered {len(different)} ways: {listed}")
+    return messages
+
+
+def _check_length(text: str, where: str) -> None:
+    if len(text) > MAX_LINE_CHARS:
+        raise ConfigError(
+            f"knowledge: {where} has {len(text)} characters; at most {MAX_LINE_CHARS} are allowed (split it)"
+        )
 
 
 def _parse_toml(text: str) -> list[Entry]:
@@ -90,14 +147,24 @@ def _parse_toml(text: str) -> list[Entry]:
             raise ConfigError(f"{where}: question must be a string")
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise ConfigError(f"{where}: keywords must be a list of strings")
+        for value in (question, answer, *keywords):
+            _check_length(value, where.removeprefix("knowledge: "))
         entries.append(Entry(_clean(question), _clean(answer), tuple(k.strip() for k in keywords if k.strip())))
     return entries
 
 
 def _clean(text: str) -> str:
     text = _MD_LINK.sub(r"\1", text)
-    text = _EMPHASIS.sub(r"\2", text)
+    for _ in range(3):  # nested emphasis (**a *b* c**) comes off from the inside out
+        stripped = _EMPHASIS.sub(_emphasised, text)
+        if stripped == text:
+            break
+        text = stripped
     return " ".join(text.split())
+
+
+def _emphasised(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)
 
 
 def _parse_markdown(text: str) -> list[Entry]:
@@ -112,16 +179,34 @@ def _parse_markdown(text: str) -> list[Entry]:
             paragraph.clear()
 
     in_code = False
-    for raw in text.splitlines():
-        line = raw.strip()
+    lines = text.splitlines()
+    for number, raw in enumerate(lines, 1):
+        _check_length(raw, f"line {number}")
+    number = 0
+    while number < len(lines):
+        line = lines[number].strip()
+        number += 1
         if line.startswith("```"):
             in_code = not in_code
+        if not in_code and "|" in line and number < len(lines) and _is_table_rule(lines[number]):
+            flush()
+            end = number + 1
+            while end < len(lines) and "|" in lines[end]:
+                end += 1
+            entries.extend(_table(topic, lines[number - 1 : end], number))
+            number = end
+            continue
         if in_code or not line or line.startswith(("```", "---", "<!--")):
             flush()
             continue
+        if line.startswith("|"):
+            raise ConfigError(
+                f"knowledge: line {number} looks like a table row, but its table has no header row followed by a "
+                "|---|---| rule; write the table in full or the facts as lines"
+            )
         if m := _HEADING.match(line):
             flush()
-            topic = _clean(m.group(2))
+            topic = _clean(m.group(2).rstrip().rstrip("#"))
             continue
         if m := _Q_LINE.match(line):
             flush()
@@ -142,6 +227,38 @@ def _parse_markdown(text: str) -> list[Entry]:
         paragraph.append(line)
     flush()
     return [e for e in entries if e.answer]
+
+
+def _table(topic: str, rows: Sequence[str], first: int) -> list[Entry]:
+    """A Markdown table (``rows[0]`` its header, ``rows[1]`` the rule) as one entry per row: the row's first cell
+    names it, the other cells answer it under their column's heading."""
+    header = _cells(rows[0])
+    entries = []
+    for offset, row in enumerate(rows[2:], 2):
+        cells = _cells(row)
+        if len(cells) != len(header):
+            raise ConfigError(
+                f"knowledge: line {first + offset}: a table row with {len(cells)} cells under a header of {len(header)}"
+            )
+        if len(cells) == 1:
+            entries.append(Entry(topic, cells[0]))
+            continue
+        name = f"{topic}, {cells[0]}" if topic and cells[0] else cells[0] or topic
+        answer = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header[1:], cells[1:], strict=True) if c)
+        entries.append(Entry(name, answer))
+    return entries
+
+
+def _is_table_rule(line: str) -> bool:
+    return "|" in line and _TABLE_RULE.match(line.strip()) is not None
+
+
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    row = row.removeprefix("|")
+    if row.endswith("|") and not row.endswith("\\|"):
+        row = row[:-1]
+    return [_clean(cell.replace("\\|", "|")) for cell in re.split(r"(?<!\\)\|", row)]
 
 
 def _entry(topic: str, text: str) -> Entry:

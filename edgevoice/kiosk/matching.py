@@ -81,17 +81,20 @@ class Matcher:
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
         venue_names: Sequence[str] = (),
+        log_transcripts: bool = False,
     ) -> None:
         """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
         for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
         text to phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
-        consent). ``venue_names``: replaced by a neutral word before embedding."""
+        consent). ``venue_names``: replaced by a neutral word before embedding. ``log_transcripts``: whether the log
+        may hold the visitor's words (``[debug] log_transcripts``)."""
         self.entries = list(entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.persona_terms = persona_terms
         self.grounding_threshold = grounding_threshold
         self.retrieve_entries = retrieve_entries
         self.direct_answers = direct_answers
+        self.log_transcripts = log_transcripts
         self.semantic: SemanticIndex | None = None
         """The entries' embeddings; None: no embedder (or no entries), the words alone decide."""
         if embedder is not None and self.entries:
@@ -118,7 +121,10 @@ class Matcher:
         mended = self.sounds.first_mend(question, lambda text: self._mend_holds(text, question, grounding))
         if mended is None:
             return grounding
-        log.info("heard %r, taken as %r", question, mended)
+        if self.log_transcripts:
+            log.info("heard %r, taken as %r", question, mended)
+        else:
+            log.info("a misheard question was mended by the sound of its words")
         return self._ground(mended)
 
     def small_talk(self, question: str) -> bool:

@@ -24,6 +24,7 @@ from edgevoice.live.loop import Turn
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
+from edgevoice.models.store import BackgroundRecheck
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.trace import TurnTimeline
 
@@ -133,6 +134,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             exporter.update()
 
     live: LiveAssistant | None = None
+    # A model file corrupted in place keeps its stamp's size and mtime: hash every file again once ready (seconds of
+    # work, too long to keep the first visitor waiting) and stop on a mismatch.
+    recheck = BackgroundRecheck(store, on_error=lambda exc: stop.set())
     try:
         assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()
@@ -164,6 +168,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 ),
                 load_ms,
             )
+            recheck.start()
             live.watch(stop, on_tick=monitor.tick)
             monitor.stopping()
             t_stop = time.perf_counter()
@@ -181,6 +186,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             }
         )
     finally:
+        recheck.close()
         if live is None or live.threads_stopped:
             getattr(turn_model, "close", lambda: None)()
             loaded.close()
@@ -191,6 +197,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         journal.close()
+    if recheck.error is not None:  # exit 2: a restart cannot mend the file
+        raise recheck.error
     errors = live.loop.errors if live is not None else []
     if errors:
         print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)

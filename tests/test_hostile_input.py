@@ -1,0 +1,412 @@
+"""Hostile and careless input that needs no model: sizes, paths, files, errors and logs (issue 19).
+
+Case → behaviour (docs/bad-input.md lists them with these test names):
+- a WAV whose header says 1 Hz → refused before decoding, the limit named;
+- a file far longer than a question → only its first ``max_seconds`` decoded, in blocks, with a warning;
+- a 1 MB knowledge line, and lines built to make regexes backtrack → refused at once / parsed in linear time;
+- a Markdown table in the knowledge → one fact per row; a row without its header → refused;
+- a question answered twice, differently → a warning (logged, and printed by ``edgevoice config``);
+- ``[metrics] listen = "unix:<a file>"`` → refused, the file kept; ``textfile`` naming a file not ours → refused;
+- a host name that only begins like ``localhost`` → refused (names must resolve to loopback addresses only);
+- ``[debug] record_dir`` holding other files (``/etc``) → refused;
+- ``converse --out`` / ``say --out`` to a missing folder or a directory → exit 2 before any work;
+- a non-UTF-8, missing or broken knowledge file → a config error naming the file (and line): exit 2, and
+  ``edgevoice config`` reports it instead of "config OK";
+- the error code of a bad listen address → printed once;
+- a non-model file given as a model → an error that does not quote its bytes;
+- a mended question → the visitor's words logged only with ``log_transcripts``;
+- ONNX Runtime telemetry → turned off before every session.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import time
+import tracemalloc
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import soxr
+
+from edgevoice import cli
+from edgevoice.audio.files import check_output_path, read_audio
+from edgevoice.config import Config, config_from_dict, load_config
+from edgevoice.errors import AudioInputError, ConfigError, EdgeVoiceError, ModelFormatError
+from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.knowledge import MAX_LINE_CHARS, parse_knowledge
+from edgevoice.live import metrics as metrics_module
+from edgevoice.live.metrics import Metrics, MetricsExporter, parse_listen
+from edgevoice.live.recorder import TurnRecorder, check_record_dir
+from edgevoice.models.formats import check_gguf, check_onnx, check_safetensors
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = b"root:hunter2-SECRET-PASSWORD\n"
+
+# --- sizes ---------------------------------------------------------------------------------------------------------
+
+
+def test_wav_header_at_1_hz_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "one-hertz.wav"
+    soundfile.write(path, np.zeros(68_000, np.int16), 1, subtype="PCM_16")  # 137 KB said to last 19 hours
+    assert 130_000 < path.stat().st_size < 140_000
+    with pytest.raises(AudioInputError) as err:
+        read_audio(path, rate=16000)
+    assert err.value.code == "audio_rate" and "1 Hz" in err.value.message and "1000-384000 Hz" in err.value.message
+
+
+def test_long_file_is_decoded_up_to_max_seconds_only(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "ten-minutes.wav"
+    soundfile.write(path, np.full(8000 * 600, 1000, np.int16), 8000, subtype="PCM_16")
+    tracemalloc.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="edgevoice.audio.files"):
+            audio = read_audio(path, rate=16000, max_seconds=30.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(audio) == 30 * 16000
+    assert peak < 20_000_000  # the whole file at 16 kHz would be 38 MB; decoding it at once, more
+    assert "only its first 30 s are used" in caplog.text
+    assert len(read_audio(path, rate=16000)) == 300 * 16000  # the default bound: five minutes
+
+
+def test_ordinary_file_reads_as_before(tmp_path: Path) -> None:
+    t = np.arange(44100 * 2) / 44100
+    stereo = np.stack([0.5 * np.sin(2 * np.pi * 440 * t), 0.25 * np.sin(2 * np.pi * 220 * t)], axis=1)
+    stereo[1000, 0] = np.nan
+    path = tmp_path / "stereo.wav"
+    soundfile.write(path, stereo.astype(np.float32), 44100, subtype="FLOAT")
+    audio = read_audio(path, rate=16000)
+    mono = np.nan_to_num(stereo.mean(axis=1)).astype(np.float32)
+    whole = soxr.resample(mono, 44100, 16000, quality="HQ")
+    assert audio.dtype == np.float32 and len(audio) == len(whole) == 32000
+    assert np.all(np.isfinite(audio)) and np.max(np.abs(audio - whole)) < 1e-3
+
+
+# --- knowledge parsing ---------------------------------------------------------------------------------------------
+
+
+def test_megabyte_knowledge_line_is_refused_at_once() -> None:
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        parse_knowledge("Where are the toilets? Next to the lifts.\n" + "*a " * 350_000, source="venue.md")
+    assert time.perf_counter() - started < 1.0
+    assert f"at most {MAX_LINE_CHARS}" in err.value.message and "line 2" in err.value.message
+    assert err.value.message.startswith("venue.md:")
+    with pytest.raises(ConfigError, match=r"venue.toml: \[\[qa\]\] number 2 has 3000 characters; at most 2000"):
+        parse_knowledge(
+            f'[[qa]]\nquestion = "Open?"\nanswer = "Yes."\n[[qa]]\nquestion = "Q?"\nanswer = "{"a" * 3000}"\n',
+            source="venue.toml",
+        )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "*a " * 660,  # emphasis opened and never closed
+        "_a " * 660,
+        "`a " * 660,
+        "[" * 1990,  # a link that never closes
+        "[a](" * 490,
+        "# a" + " " * 1990 + "x",  # a heading's closing marks
+        "# " + "#" * 1990 + "x",
+        "Q: " + "**a " * 490,
+    ],
+)
+def test_knowledge_parsing_is_linear(line: str) -> None:
+    text = "\n".join([line] * 100)  # the patterns used to take seconds (emphasis) to minutes (headings) per line
+    started = time.perf_counter()
+    parse_knowledge(text)
+    assert time.perf_counter() - started < 3.0
+
+
+def test_blank_lines_do_not_slow_the_format_check() -> None:
+    started = time.perf_counter()
+    assert parse_knowledge("\n" * 200_000 + "Where is the cafe? On the roof.") != []
+    assert time.perf_counter() - started < 3.0
+
+
+def test_emphasis_and_links_still_stripped() -> None:
+    [entry] = parse_knowledge("**Opening hours**: *Tuesday to Sunday*, **10 *to* 18**, see [our site](http://x.org).")
+    assert entry.question == "Opening hours" and entry.answer == "Tuesday to Sunday, 10 to 18, see our site."
+
+
+def test_markdown_table_rows_become_facts() -> None:
+    entries = parse_knowledge(
+        "## Tickets\n\n| Visitor | Price | Note |\n|:---|---:|---|\n| Adults | 14 euros | |\n"
+        "| **Children** | 7 euros | under 12 |\n\nWhere is the cafe? On the roof.\n"
+    )
+    assert [(e.question, e.answer) for e in entries] == [
+        ("Tickets, Adults", "Price: 14 euros"),
+        ("Tickets, Children", "Price: 7 euros; Note: under 12"),
+        ("Where is the cafe?", "On the roof."),
+    ]
+    assert not any("---" in e.line() or "|" in e.line() for e in entries)
+
+
+def test_table_row_without_header_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"line 2 looks like a table row.*\|---\|"):
+        parse_knowledge("Prices:\n| Adults | 14 euros |\n")
+    with pytest.raises(ConfigError, match="line 4: a table row with 3 cells under a header of 2"):
+        parse_knowledge("| Visitor | Price |\n|---|---|\n| Adults | 14 |\n| Children | 7 | free |\n")
+
+
+def test_conflicting_duplicate_questions_are_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    text = "Is the museum open on Monday? Yes.\nIs the museum open on monday? No, closed on Mondays.\n"
+    warnings: list[str] = []
+    assert len(parse_knowledge(text, source="venue.md", warnings=warnings)) == 2
+    assert warnings == [
+        "venue.md: 'Is the museum open on Monday?' is answered 2 ways: 'Yes.' / 'No, closed on Mondays.'"
+    ]
+    with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.knowledge"):
+        parse_knowledge(text)
+    assert "answered 2 ways" in caplog.text
+    assert parse_knowledge("Is it open? Yes.\nIs it open? Yes.\n", warnings=(same := [])) and same == []
+
+
+# --- paths and files -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory whose paths fit a Unix socket address (108 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="ev-") as name:
+        yield Path(name)
+
+
+def test_unix_listen_never_removes_a_file_that_is_not_a_socket(short_dir: Path) -> None:
+    victim = short_dir / "important.db"
+    victim.write_bytes(b"keep me")
+    with pytest.raises(ConfigError, match="is not a socket; it is not removed"):
+        MetricsExporter(Metrics(), listen=f"unix:{victim}")
+    assert victim.read_bytes() == b"keep me"
+    (short_dir / "dir").mkdir()
+    with pytest.raises(ConfigError, match="is not a socket"):
+        MetricsExporter(Metrics(), listen=f"unix:{short_dir / 'dir'}")
+    assert (short_dir / "dir").is_dir()
+
+
+def test_unix_listen_replaces_a_stale_socket(short_dir: Path) -> None:
+    path = short_dir / "metrics.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()
+    exporter = MetricsExporter(Metrics(), listen=f"unix:{path}")
+    try:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(5)
+            client.connect(str(path))
+            client.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert b"edgevoice_turns" in b"".join(iter(lambda: client.recv(65536), b""))
+    finally:
+        exporter.close()
+
+
+def test_textfile_refuses_to_replace_a_file_that_is_not_ours(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    foreign = tmp_path / "passwd"
+    foreign.write_text("root:x:0:0\n")
+    with pytest.raises(ConfigError, match="does not hold edgevoice's metrics; it is not replaced"):
+        MetricsExporter(Metrics(), textfile=str(foreign))
+    assert foreign.read_text() == "root:x:0:0\n"
+
+    ours = tmp_path / "edgevoice.prom"
+    exporter = MetricsExporter(Metrics(), textfile=str(ours))  # a new file
+    exporter.update()
+    assert ours.read_bytes().startswith(b"# HELP edgevoice_")
+    MetricsExporter(Metrics(), textfile=str(ours)).update()  # ours from a previous run: replaced
+    (tmp_path / "empty.prom").touch()
+    MetricsExporter(Metrics(), textfile=str(tmp_path / "empty.prom")).update()
+    assert (tmp_path / "empty.prom").read_bytes().startswith(b"# HELP edgevoice_")
+
+    ours.write_text("something else now\n")  # replaced behind our back: left alone, with a warning
+    with caplog.at_level(logging.WARNING, logger="edgevoice.live.metrics"):
+        exporter.update()
+    assert ours.read_text() == "something else now\n" and "left alone" in caplog.text
+
+
+def test_listen_host_must_resolve_to_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = {
+        "localhost": ["127.0.0.1", "::1"],
+        "localhost.attacker.example": ["203.0.113.7"],
+        "mixed": ["127.0.0.1", "10.0.0.1"],
+    }
+
+    def getaddrinfo(host: str, *_: object, **__: object) -> list[tuple[object, ...]]:
+        if host not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "unknown")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, 0)) for address in table[host]]
+
+    monkeypatch.setattr(metrics_module.socket, "getaddrinfo", getaddrinfo)
+    assert parse_listen("localhost:9464") == ("localhost", 9464)
+    assert parse_listen("127.0.0.2:9464") == ("127.0.0.2", 9464)
+    assert parse_listen("[::1]:9464") == ("::1", 9464)
+    for value in ("localhost.attacker.example:9464", "127.evil.example:9464", "mixed:9464", "0.0.0.0:9464", ":9464"):
+        with pytest.raises(ConfigError, match="loopback only"):
+            parse_listen(value)
+
+
+def test_record_dir_holding_other_files_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"debug.record_dir = '/etc': holds files that are not the debug recorder's"):
+        TurnRecorder.from_config(3, "/etc")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "000001-turn1.wav").touch()
+    (mixed / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"\(notes.txt\)"):
+        check_record_dir(mixed)
+    assert (mixed / "notes.txt").read_text() == "mine"
+    (mixed / "notes.txt").unlink()
+    (mixed / ".000002-turn2.json.abc123").touch()  # a temporary file a crash left behind
+    recorder = TurnRecorder.from_config(3, str(mixed))
+    assert recorder is not None and recorder.turns() == ["000001-turn1"]
+    assert TurnRecorder.from_config(3, str(tmp_path / "new")) is not None
+
+
+@pytest.mark.parametrize("command", ["converse", "say"])
+def test_output_path_checked_before_any_work(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("edgevoice.engines.factory.load_engines", _no_models)
+    monkeypatch.setattr("edgevoice.engines.factory.piper_files", _no_models)
+    first = [str(tmp_path / "no-such-input.wav")] if command == "converse" else ["Hello."]
+    for out, problem in [(tmp_path / "missing" / "reply.wav", "does not exist"), (tmp_path, "is a directory")]:
+        assert cli.main([command, *first, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"[output_path] cannot write {out}: " in err and problem in err, err
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o500)
+    if not os.access(read_only, os.W_OK):  # root writes anywhere
+        with pytest.raises(EdgeVoiceError, match="is not writable"):
+            check_output_path(read_only / "reply.wav")
+    check_output_path(tmp_path / "reply.wav")
+
+
+def _no_models(*_: object, **__: object) -> None:
+    raise AssertionError("models loaded before the output path was checked")
+
+
+# --- errors, exit codes and logs -----------------------------------------------------------------------------------
+
+
+def _config_with_knowledge(tmp_path: Path, knowledge: bytes | None) -> Path:
+    path = tmp_path / "venue.md"
+    if knowledge is not None:
+        path.write_bytes(knowledge)
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f'[kiosk]\nknowledge_file = "{path}"\n')
+    return config
+
+
+@pytest.mark.parametrize(
+    ("knowledge", "message"),
+    [
+        (b"Where is the cafe? On the roof.\nOpen \xe0 10 h.\n", "line 2 is not UTF-8 text"),
+        (None, "cannot read it (No such file or directory)"),
+        (b'[[qa]]\nquestion = "Open?"\nanswer = \n', "not valid TOML"),
+        (b"Prices\n| Adults | 14 |\n", "looks like a table row"),
+    ],
+)
+def test_broken_knowledge_file_is_a_config_error(
+    knowledge: bytes | None, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path = _config_with_knowledge(tmp_path, knowledge)
+    assert cli.main(["config", "--config", str(config_path)]) == 2  # the unit does not restart on 2
+    captured = capsys.readouterr()
+    assert "config OK" not in captured.out
+    assert f"kiosk.knowledge_file = '{tmp_path / 'venue.md'}'" in captured.err and message in captured.err
+    config = load_config(config_path)
+    with pytest.raises(ConfigError):
+        parse_knowledge(config.knowledge_text(), source=config.knowledge_source())
+
+
+def test_config_command_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_path = _config_with_knowledge(tmp_path, b"Is it open? Yes.\nIs it open? No.\n")
+    assert cli.main(["config", "--config", str(config_path)]) == 0
+    captured = capsys.readouterr()
+    assert "config OK" in captured.out and "1 warning" in captured.out and "answered 2 ways" in captured.err
+
+    (tmp_path / "metrics.prom").write_text("not ours\n")
+    with config_path.open("a") as fh:
+        fh.write(
+            f'[debug]\nrecord_turns = 2\nrecord_dir = "/etc"\n[metrics]\ntextfile = "{tmp_path / "metrics.prom"}"\n'
+        )
+    assert cli.main(["config", "--config", str(config_path)]) == 2
+    err = capsys.readouterr().err
+    assert "debug.record_dir = '/etc'" in err and "metrics.textfile" in err and "answered 2 ways" in err
+
+
+def test_unit_does_not_restart_on_config_errors() -> None:
+    unit = (ROOT / "packaging" / "edgevoice.service").read_text()
+    statuses = [
+        line.split("=", 1)[1].split() for line in unit.splitlines() if line.startswith("RestartPreventExitStatus=")
+    ]
+    assert statuses and "2" in statuses[0]
+
+
+def test_error_code_is_printed_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"metrics": {"listen": "0.0.0.0:9464"}})
+    assert str(err.value).count("[config_invalid]") == 1 and str(err.value).startswith(
+        "[config_invalid] metrics.listen"
+    )
+
+
+@pytest.mark.parametrize("check", [check_gguf, check_onnx, check_safetensors])
+def test_non_model_file_is_not_quoted(check: object, tmp_path: Path) -> None:
+    path = tmp_path / "shadow"
+    path.write_bytes(SECRET * 4)
+    with pytest.raises(ModelFormatError) as err:
+        check(path)  # type: ignore[operator]
+    assert str(path) in err.value.message
+    for piece in (b"root", b"hunt", b"SECRET", b"PASS"):
+        assert piece.decode() not in err.value.message.replace(str(path), "")
+    assert "0x72" not in err.value.message and "'r'" not in err.value.message  # nor a byte's value
+
+
+@pytest.mark.parametrize("log_transcripts", [False, True])
+def test_mended_question_logged_only_with_log_transcripts(
+    log_transcripts: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    kiosk = Kiosk(
+        "You are the guide of a gallery.",
+        "Where are the toilets? On every floor, next to the lifts.\nHow much is a ticket? Adults 14 euros.",
+        log_transcripts=log_transcripts,
+    )
+    mend = types.SimpleNamespace(first_mend=lambda question, holds: "where are the toilets on this floor")
+    kiosk.matcher.sounds = mend  # type: ignore[assignment]
+    with caplog.at_level(logging.DEBUG):
+        assert kiosk.ground("where are the twilights on this floor").question == "where are the toilets on this floor"
+    assert caplog.records and ("twilights" in caplog.text) is log_transcripts
+
+
+def test_config_turns_log_transcripts_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = config_from_dict({"kiosk": {"semantic": False}, "debug": {"log_transcripts": True}})
+    assert Kiosk.from_config(config).log_transcripts is True
+    assert Kiosk.from_config(config_from_dict({"kiosk": {"semantic": False}})).log_transcripts is False
+    assert Config().debug.log_transcripts is False
+
+
+def test_onnx_telemetry_is_turned_off_before_a_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgevoice.engines import onnx_session
+
+    calls: list[str] = []
+    monkeypatch.setattr(onnx_session.ort, "disable_telemetry_events", lambda: calls.append("off"))
+    real = onnx_session.ort.InferenceSession
+
+    def session(*args: object, **kwargs: object) -> object:
+        assert calls == ["off"], "a session was created with telemetry on"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx_session.ort, "InferenceSession", session)
+    path = tmp_path / "not-a-model.onnx"
+    path.write_bytes(b"\x00" * 64)
+    with pytest.raises(ModelFormatError):
+        onnx_session.open_session(path)
+    assert calls == ["off"]
