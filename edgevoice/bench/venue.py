@@ -68,9 +68,16 @@ class Venue:
     def question(self, id: str) -> Question:
         return next(q for q in self.questions if q.id == id)
 
-    def in_split(self, split: str) -> tuple[Question, ...]:
-        """The questions of ``split`` (``dev``, ``test`` or ``both``), in file order."""
-        return tuple(q for q in self.questions if split == "both" or q.split == split)
+    def in_split(self, split: str, per_kind: int = 0) -> tuple[Question, ...]:
+        """The questions of ``split`` (``dev``, ``test`` or ``both``), in file order; with ``per_kind``, only the
+        first that many of each kind in each split."""
+        out: list[Question] = []
+        for q in self.questions:
+            if split in ("both", q.split):
+                taken = sum(o.kind == q.kind and o.split == q.split for o in out)
+                if not per_kind or taken < per_kind:
+                    out.append(q)
+        return tuple(out)
 
 
 def parse_questions(text: str, source: str) -> tuple[Question, ...]:
