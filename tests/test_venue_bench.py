@@ -163,12 +163,12 @@ def test_written_dev_split_of_one_venue_with_the_default_models(tmp_path: Path) 
     started = time.perf_counter()
     assert cli_main(["bench", "--quality", "--venue", str(ROOT / "venues/library"), "--split", "dev",
                      "--quick", "--written-only", "--json", str(out)]) == 0  # fmt: skip
-    assert time.perf_counter() - started < 180
+    assert time.perf_counter() - started < 300  # 8 questions and 1 asked before a follow-up
     report = json.loads(out.read_text(encoding="utf-8"))
     [row] = report["rows"]
-    assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 16)
+    assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 8)
     assert set(row["by_kind"]) == set(KINDS)
     for key in ("right_facts_percent", "dont_know_percent", "small_talk_percent"):
         assert 0 <= row[key] <= 100
     assert 0 <= row["invented"] <= row["n"]
-    assert len(report["items"]) == 16 and sum(bool(i["reply"]) for i in report["items"]) >= 14
+    assert len(report["items"]) == 8 and sum(bool(i["reply"]) for i in report["items"]) >= 7

@@ -77,7 +77,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a small subset (one voice, fewer questions; with --quality: two questions of each kind a split)",
+        help="a small subset (one voice, fewer questions; with --quality: one question of each kind a split)",
     )
     parser.add_argument("--defaults-only", action="store_true", help="only the configured models, no larger ones")
     parser.add_argument("--config")
@@ -119,7 +119,7 @@ def run_bench(args: argparse.Namespace) -> int:
             split=args.split,
             written_only=args.written_only,
             voices=tuple(args.voice) or DEFAULT_VOICES,
-            per_kind=2 if args.quick else 0,
+            per_kind=1 if args.quick else 0,
         )
         report["quality"] = run_venues(config, store, venues(args.venue), venue_options, progress=progress)
         print(format_venues(report["quality"]))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from edgevoice.bench.audio_set import RATE, mix_at_snr, with_pauses
+from edgevoice.bench.quality_answers import conversation_responder, respond
 from edgevoice.bench.scoring import has_fact, invented_values, is_dont_know, is_small_talk_reply
 from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW, KINDS, Question, Venue
 from edgevoice.bench.voices import DEFAULT_VOICES
@@ -93,16 +94,12 @@ class Conversations:
     """Asks the kiosk whole conversations through its reply path: a fresh history for each."""
 
     def __init__(self, config: Config, kiosk: Any, grounded: Any) -> None:
-        from edgevoice.bench.quality_answers import conversation_responder
-
         self.responder, self.clock = conversation_responder(config, kiosk, grounded)
         self.grounded = grounded
         self._done: dict[tuple[str, ...], list[tuple[str, str]]] = {}
 
     def ask(self, texts: tuple[str, ...]) -> list[tuple[str, str]]:
         """(reply, who gave it) for each text, asked in turn in one conversation."""
-        from edgevoice.bench.quality_answers import respond
-
         if texts not in self._done:
             self.responder.history.clear()
             self._done[texts] = [respond(self.responder, self.grounded, self.clock, t, i) for i, t in enumerate(texts)]
@@ -214,14 +211,14 @@ def transcribe_venue(
     from edgevoice.bench.voices import voice_speaker
     from edgevoice.engines.factory import piper_files, resolve
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.listen.vad import find_speech, utterance_span
+    from edgevoice.reply.speech_text import normalize_for_speech
 
     needed = {q.id: q for q in questions} | {q.after: venue.question(q.after) for q in questions if q.after}
     sessions: dict[float, PiperSynthesizer] = {}
 
     def piper(text: str, length_scale: float) -> tuple[np.ndarray, int]:
-        from edgevoice.reply.speech_text import normalize_for_speech
-
         key = round(length_scale, 3)
         if key not in sessions:
             sessions[key] = PiperSynthesizer(
@@ -229,8 +226,6 @@ def transcribe_venue(
             )
         tts = sessions[key]
         return np.concatenate(list(tts.synthesize(normalize_for_speech(text)))), tts.sample_rate
-
-    from edgevoice.engines.silero_onnx import SileroVad
 
     vad = SileroVad(resolve(store, "vad", config.models.vad))
     rec = open_recognizer(store, config, config.models.asr)
