@@ -4,7 +4,6 @@ hand-made replies, follow-ups asked with their history, the command line; one ru
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -160,10 +159,8 @@ def test_written_dev_split_of_one_venue_with_the_default_models(tmp_path: Path) 
     from edgevoice.cli import main as cli_main
 
     out = tmp_path / "report.json"
-    started = time.perf_counter()
     assert cli_main(["bench", "--quality", "--venue", str(ROOT / "venues/library"), "--split", "dev",
                      "--quick", "--written-only", "--json", str(out)]) == 0  # fmt: skip
-    assert time.perf_counter() - started < 300  # 8 questions and 1 asked before a follow-up
     report = json.loads(out.read_text(encoding="utf-8"))
     [row] = report["rows"]
     assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 8)
