@@ -25,7 +25,7 @@ SAMPLE_KNOWLEDGE = sample_knowledge()
 SAMPLE_PERSONA = sample_persona()
 
 # Development questions about the sample venue: the gate's threshold and the prompt were chosen on these, never on
-# the benchmark's questions (edgevoice/data/sample_venue/quality_questions.toml).
+# the benchmark's questions (edgevoice/data/sample_venue/questions.toml).
 DEV_IN: tuple[Question, ...] = (
     Question("d-open", "When do you open in the morning?", (("10 am",),)),
     Question("d-sunday", "Is the museum open on Sunday?", (("yes", "10 am", "6 pm"),)),
@@ -435,7 +435,7 @@ def test_the_sample_venue_and_the_word_lists_are_read_from_the_data_files() -> N
         "en/synonyms.toml",
         "en/answer_types.toml",
         "en/prompt.toml",
-        "sample_venue/quality_questions.toml",
+        "sample_venue/questions.toml",
         "sample_venue/selftest_utterances.toml",
         "sample_venue/engine_bench.toml",
     ],

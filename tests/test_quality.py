@@ -131,7 +131,7 @@ def test_non_speech_clips_are_quiet_enough_and_varied() -> None:
     assert all(float(np.max(np.abs(a))) <= 1.0 for a in clips.values())
 
 
-# --- a small run on the real models (the full benchmark is run by hand: edgevoice bench --quality) -----------------
+# --- a small run on the real models (the full benchmark is run by hand: edgevoice bench --quality --full) -------------
 
 
 @pytest.mark.models

@@ -42,11 +42,43 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quality",
         action="store_true",
-        help="spoken questions about the sample venue, several voices, clean and at 20/10 dB SNR: recognition WER, "
-        "right facts, honest don't-knows, reply length, synthesizer round trip; every installed model compared",
+        help="answers on a venue's questions (the sample venue unless --venue), written and spoken: right facts, "
+        "honest don't-know, small talk, invented facts per venue and split",
+    )
+    parser.add_argument(
+        "--venue",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --quality: a venue directory (knowledge, persona.txt, questions.toml; venues/README.md), 'sample' "
+        "for the sample venue, or 'all' for the sample venue and every venue under ./venues (repeatable)",
+    )
+    parser.add_argument(
+        "--split", choices=("dev", "test", "both"), default="both", help="with --quality: the questions' split"
+    )
+    parser.add_argument("--written-only", action="store_true", help="with --quality: the written questions only")
+    parser.add_argument(
+        "--voice",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --quality: a voice for the spoken questions (repeatable; default hibari-heart, espeak-en-us, "
+        "espeak-en-gb+m3; also espeak-en-gb, espeak-en-us+f3 and the kiosk's own voice shifted: piper-joe, "
+        "piper-joe-low-slow, piper-joe-high-fast)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="with --quality and no --venue: the sample venue's full benchmark instead (the kiosk's voice shifted in "
+        "pitch and tempo, clean and at 20/10 dB SNR: recognition WER, right facts, honest don't-knows, reply length, "
+        "synthesizer round trip, phantoms; every installed model compared)",
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the full report as JSON to OUT")
-    parser.add_argument("--quick", action="store_true", help="a small subset (one voice, fewer questions)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small subset (one voice, fewer questions; with --quality: one question of each kind a split)",
+    )
     parser.add_argument("--defaults-only", action="store_true", help="only the configured models, no larger ones")
     parser.add_argument("--config")
     parser.set_defaults(handler=run_bench)
@@ -78,7 +110,20 @@ def run_bench(args: argparse.Namespace) -> int:
         rows = run_pipeline(config, store.models_dir, variants or DEFAULT_VARIANTS, turns=args.turns, progress=progress)
         report["pipeline"] = rows
         print(format_pipeline(rows))
-    if args.quality:
+    if args.quality and not args.full:
+        from edgevoice.bench.quality_report import format_venues
+        from edgevoice.bench.venue_quality import VenueOptions, run_venues
+        from edgevoice.bench.voices import DEFAULT_VOICES
+
+        venue_options = VenueOptions(
+            split=args.split,
+            written_only=args.written_only,
+            voices=tuple(args.voice) or DEFAULT_VOICES,
+            per_kind=1 if args.quick else 0,
+        )
+        report["quality"] = run_venues(config, store, venues(args.venue), venue_options, progress=progress)
+        print(format_venues(report["quality"]))
+    elif args.quality:
         from edgevoice.bench.quality import QualityOptions, quick_options, run_quality
         from edgevoice.bench.quality_report import format_quality
 
@@ -120,3 +165,19 @@ def machine() -> dict[str, Any]:
     import platform
 
     return {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def venues(names: list[str]) -> list[Any]:
+    """The venues ``--venue`` names: directories, ``sample`` (also with none named) and ``all`` (the sample venue
+    and every venue under ``./venues``)."""
+    from edgevoice.bench.venue import SAMPLE, load_venue, sample_venue, venue_dirs
+
+    out: list[Any] = []
+    for name in names or [SAMPLE]:
+        if name == "all":
+            out += [sample_venue(), *(load_venue(d) for d in venue_dirs("venues"))]
+        elif name == SAMPLE:
+            out.append(sample_venue())
+        else:
+            out.append(load_venue(name))
+    return out

@@ -19,7 +19,7 @@ from edgevoice.kiosk.grounding import GroundedModel, Kiosk
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.responder import ReplyTrace, Responder
 
-__all__ = ["answer_all", "answer_inputs"]
+__all__ = ["answer_all", "answer_inputs", "conversation_responder", "respond"]
 
 RATE = 16000
 
@@ -72,20 +72,34 @@ def answer_inputs(
 ) -> dict[str, tuple[str, str, float]]:
     """Reply, who gave it (``model``, ``gate``, ``unsupported``: the model's reply was replaced, ``no speech``) and
     seconds, for each distinct question text."""
+    responder, clock = conversation_responder(config, kiosk, grounded)
+    out: dict[str, tuple[str, str, float]] = {}
+    for i, text in enumerate(texts):
+        responder.history.clear()  # every question on its own, as a new visitor asks it
+        started = clock.now()
+        reply, verdict = respond(responder, grounded, clock, text, i)
+        out[text] = (reply, verdict, clock.now() - started)
+    return out
+
+
+def conversation_responder(config: Config, kiosk: Kiosk, grounded: GroundedModel) -> tuple[Responder, MonotonicClock]:
+    """The kiosk's responder around ``grounded``, speaking silently; its ``history`` is the conversation."""
     clock = MonotonicClock()
     responder = Responder(
         _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
         max_sentences=config.kiosk.max_sentences, clock=clock,
     )  # fmt: skip
-    out: dict[str, tuple[str, str, float]] = {}
-    for i, text in enumerate(texts):
-        responder.history.clear()  # every question on its own, as a new visitor asks it
-        trace = ReplyTrace(i, committed=clock.now())
-        responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
-        said = grounded.last_verdict
-        verdict = "no speech" if not text.strip() else said.value if said is not None else ""
-        out[text] = (trace.reply, verdict, (trace.done or clock.now()) - trace.committed)
-    return out
+    return responder, clock
+
+
+def respond(
+    responder: Responder, grounded: GroundedModel, clock: MonotonicClock, text: str, index: int = 0
+) -> tuple[str, str]:
+    """The reply to ``text`` in the responder's conversation so far, and who gave it (see :func:`answer_inputs`)."""
+    trace = ReplyTrace(index, committed=clock.now())
+    responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
+    said = grounded.last_verdict
+    return trace.reply, "no speech" if not text.strip() else said.value if said is not None else ""
 
 
 class _Counter:

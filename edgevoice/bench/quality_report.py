@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TARGETS", "format_quality"]
+__all__ = ["TARGETS", "format_quality", "format_venues"]
 
 TARGETS = {"wer_10db": 10.0, "right_fact": 90.0, "dont_know": 90.0, "round_trip_wer": 5.0}
 
@@ -100,3 +100,24 @@ def _spread(per_draw: list[float]) -> str:
     if len(per_draw) < 2:
         return ""
     return f" (one rendering each: {min(per_draw):.1f} to {max(per_draw):.1f} %)"
+
+
+def format_venues(report: dict[str, Any]) -> str:
+    """The venue benchmark's table: one row per venue, split and input (written; spoken per condition, all
+    voices together)."""
+    spoken = f"; spoken by {', '.join(report['voices'])}, {', '.join(report['conditions'])}" if report["voices"] else ""
+    lines = [
+        f"Answers per venue (models {report['models']['asr']}, {report['models']['llm']}{spoken}).",
+        "right facts: fact, paraphrase, neighbour, number, follow_up; don't know: out, near_miss; small talk: a short"
+        " reply that is no refusal; invented: replies with a number, time or price the knowledge never states.",
+        f"  {'venue':<10} {'split':<5} {'input':<15} {'right facts':>11} {'dont know':>10} {'small talk':>10}"
+        f" {'invented':>8} {'n':>5}",
+    ]
+    for row in report["rows"]:
+        lines.append(
+            f"  {row['venue']:<10} {row['split']:<5} {row['input']:<15} {_f(row['right_facts_percent']):>11}"
+            f" {_f(row['dont_know_percent']):>10} {_f(row['small_talk_percent']):>10} {row['invented']:>8}"
+            f" {row['n']:>5}"
+        )
+    lines.append(f"({report['seconds']:.0f} s)")
+    return "\n".join(lines)

@@ -16,7 +16,9 @@ __all__ = [
     "corpus_wer",
     "has_fact",
     "has_markup",
+    "invented_values",
     "is_dont_know",
+    "is_small_talk_reply",
     "join_compounds",
     "sentence_count",
     "word_error_rate",
@@ -144,3 +146,45 @@ def has_markup(reply: str) -> bool:
 
 def sentence_count(reply: str) -> int:
     return len(split_sentences(reply))
+
+
+_NUMBER_WORDS = frozenset(
+    """zero oh one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million point
+    half quarter""".split()  # noqa: SIM905
+)
+_NOT_ALONE = frozenset({"one", "oh", "half", "quarter", "point"})
+"""Number words that say no number on their own ("one of the", "oh", "half the floor")."""
+
+
+def _number_runs(said: Sequence[str]) -> list[tuple[str, ...]]:
+    """The maximal runs of number words in ``said`` (spelled out by :func:`words`: "5:30 pm" is "five thirty pm")."""
+    runs: list[tuple[str, ...]] = []
+    run: list[str] = []
+    for w in [*said, ""]:
+        if w in _NUMBER_WORDS:
+            run.append(w)
+            continue
+        if run and not (len(run) == 1 and run[0] in _NOT_ALONE):
+            runs.append(tuple(run))
+        run = []
+    return runs
+
+
+def invented_values(reply: str, knowledge: str) -> list[str]:
+    """The numbers, times and prices in ``reply`` that the ``knowledge`` text never states, as spoken words.
+
+    Both are compared as they sound (:func:`words`), so "5 pm", "17:00" and "five p m" are one value; a value is
+    stated when its run of number words occurs inside one of the knowledge's ("nine" in "nine thirty")."""
+    known = [" ".join(r) for r in _number_runs(words(knowledge))]
+    out = []
+    for run in _number_runs(words(reply)):
+        value = " ".join(run)
+        if not any(f" {value} " in f" {k} " for k in known) and value not in out:
+            out.append(value)
+    return out
+
+
+def is_small_talk_reply(reply: str, max_sentences: int = 2) -> bool:
+    """A reply fit for small talk: something said, neither a refusal nor a "don't know", and short."""
+    return bool(words(reply)) and not is_dont_know(reply) and sentence_count(reply) <= max_sentences

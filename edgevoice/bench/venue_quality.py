@@ -1,0 +1,253 @@
+"""``edgevoice bench --quality --venue DIR``: right facts, honest don't-know, small talk and invented facts on any
+venue, per split, written and spoken.
+
+Each venue (:mod:`edgevoice.bench.venue`) becomes the kiosk's knowledge and persona; its questions are answered
+through the kiosk's real reply path (:func:`edgevoice.bench.quality_answers.conversation_responder`). A follow-up is
+asked in one conversation right after its ``after`` question; every other question in a fresh one. Spoken: each
+question said by voices that are not the kiosk's (:mod:`edgevoice.bench.voices`), clean and in pink noise, found by
+the voice activity detector and transcribed by the configured recognizer with the kiosk's prompt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from edgevoice.bench.audio_set import RATE, mix_at_snr, with_pauses
+from edgevoice.bench.quality_answers import conversation_responder, respond
+from edgevoice.bench.scoring import has_fact, invented_values, is_dont_know, is_small_talk_reply
+from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW, KINDS, Question, Venue
+from edgevoice.bench.voices import DEFAULT_VOICES
+from edgevoice.config import Config
+from edgevoice.models.store import ModelStore
+
+__all__ = ["VenueOptions", "run_venues", "score_reply", "summarize"]
+
+WRITTEN = "written"
+
+
+@dataclass(frozen=True)
+class VenueOptions:
+    split: str = "both"
+    """``dev``, ``test`` or ``both``."""
+    written_only: bool = False
+    voices: tuple[str, ...] = DEFAULT_VOICES
+    conditions: tuple[float | None, ...] = (None, 10.0)
+    """Clean, then pink noise at these SNRs (dB)."""
+    seed: int = 0
+    per_kind: int = 0
+    """Only the first that many questions of each kind in each split (0: all)."""
+
+
+def condition_name(snr: float | None) -> str:
+    return "clean" if snr is None else f"{snr:g} dB"
+
+
+def venue_config(config: Config, venue: Venue) -> Config:
+    """``config`` with the venue as the kiosk's knowledge and persona."""
+    kiosk = replace(config.kiosk, persona=venue.persona, knowledge=venue.knowledge, knowledge_file="")
+    return replace(config, kiosk=kiosk)
+
+
+def score_reply(question: Question, reply: str, knowledge: str) -> dict[str, Any]:
+    """Whether ``reply`` is right for its question's kind, and the values in it the knowledge never states."""
+    if question.kind in ANSWERABLE:
+        right = has_fact(reply, question.facts)
+    elif question.kind in DONT_KNOW:
+        right = is_dont_know(reply)
+    else:
+        right = is_small_talk_reply(reply)
+    return {"right": right, "invented": invented_values(reply, knowledge)}
+
+
+def _pct(n: int, total: int) -> float | None:
+    return round(100 * n / total, 1) if total else None
+
+
+def summarize(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The shares of right replies (answerable kinds: right facts; out and near_miss: honest don't-know;
+    small_talk), replies with an invented value, and every kind's own share."""
+
+    def share(kinds: Sequence[str] | frozenset[str]) -> float | None:
+        chosen = [i for i in items if i["kind"] in kinds]
+        return _pct(sum(i["right"] for i in chosen), len(chosen))
+
+    return {
+        "n": len(items),
+        "right_facts_percent": share(ANSWERABLE),
+        "dont_know_percent": share(DONT_KNOW),
+        "small_talk_percent": share(["small_talk"]),
+        "invented": sum(bool(i["invented"]) for i in items),
+        "by_kind": {
+            k: {"n": sum(i["kind"] == k for i in items), "right_percent": share([k])}
+            for k in KINDS
+            if any(i["kind"] == k for i in items)
+        },
+    }
+
+
+class Conversations:
+    """Asks the kiosk whole conversations through its reply path: a fresh history for each."""
+
+    def __init__(self, config: Config, kiosk: Any, grounded: Any) -> None:
+        self.responder, self.clock = conversation_responder(config, kiosk, grounded)
+        self.grounded = grounded
+        self._done: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+
+    def ask(self, texts: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(reply, who gave it) for each text, asked in turn in one conversation."""
+        if texts not in self._done:
+            self.responder.history.clear()
+            self._done[texts] = [respond(self.responder, self.grounded, self.clock, t, i) for i, t in enumerate(texts)]
+        return self._done[texts]
+
+
+def run_venues(
+    config: Config,
+    store: ModelStore,
+    venues: Sequence[Venue],
+    options: VenueOptions = VenueOptions(),
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every venue, written and (unless written only) spoken; the report as plain data, JSON-ready."""
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "split": options.split,
+        "voices": [] if options.written_only else list(options.voices),
+        "conditions": [] if options.written_only else [condition_name(c) for c in options.conditions],
+        "models": {"asr": config.models.asr, "llm": config.models.llm},
+        "rows": [],
+        "items": [],
+    }
+    for venue in venues:
+        items = run_venue(config, store, venue, options, progress)
+        report["items"] += items
+        for split in ("dev", "test"):
+            for input_name in dict.fromkeys(i["input"] for i in items):
+                chosen = [i for i in items if i["split"] == split and i["input"] == input_name]
+                if chosen:
+                    report["rows"].append(
+                        {"venue": venue.name, "split": split, "input": input_name, **summarize(chosen)}
+                    )
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+def run_venue(
+    config: Config, store: ModelStore, venue: Venue, options: VenueOptions, progress: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """One scored item per question and input (written; each voice and condition)."""
+    from edgevoice.engines.factory import build_kiosk, resolve
+    from edgevoice.engines.llamacpp import LlamaCppModel
+
+    config = venue_config(config, venue)
+    questions = venue.in_split(options.split, options.per_kind)
+    kiosk = build_kiosk(config, store=store)
+    heard: dict[tuple[str, str], dict[str, str]] = {(WRITTEN, ""): {q.id: q.text for q in venue.questions}}
+    if not options.written_only:
+        heard |= transcribe_venue(config, store, kiosk, venue, questions, options, progress)
+    c = config.llm
+    llm = LlamaCppModel(
+        resolve(store, "llm", config.models.llm), n_ctx=c.n_ctx, threads=c.threads, n_batch=c.n_batch, seed=c.seed,
+        temperature=c.temperature, top_p=c.top_p, repeat_penalty=c.repeat_penalty,
+    )  # fmt: skip
+    items: list[dict[str, Any]] = []
+    try:
+        grounded = kiosk.grounded(llm)
+        llm.prefill(kiosk.prefix)
+        ask = Conversations(config, kiosk, grounded)
+        for (voice, condition), texts in heard.items():
+            progress(f"{venue.name}: answering {len(questions)} questions ({voice} {condition})".rstrip())
+            items += answer_venue(venue, questions, voice, condition, texts, ask.ask)
+    finally:
+        llm.close()
+    return items
+
+
+def answer_venue(
+    venue: Venue,
+    questions: Sequence[Question],
+    voice: str,
+    condition: str,
+    texts: dict[str, str],
+    ask: Callable[[tuple[str, ...]], list[tuple[str, str]]],
+) -> list[dict[str, Any]]:
+    """Each question as ``texts`` has it (id -> written or heard text), scored: a follow-up in one conversation
+    after its ``after`` question, every other question alone. ``ask`` answers a conversation: (reply, by) a turn."""
+    items: list[dict[str, Any]] = []
+    for q in questions:
+        chain = (venue.question(q.after), q) if q.after else (q,)
+        answers = ask(tuple(texts[x.id] for x in chain))
+        reply, by = answers[-1]
+        item = {
+            "venue": venue.name, "id": q.id, "kind": q.kind, "split": q.split,
+            "input": WRITTEN if voice == WRITTEN else f"spoken {condition}", "voice": voice,
+            "question": q.text, "heard": texts[q.id], "reply": reply, "by": by,
+            **score_reply(q, reply, venue.knowledge),
+        }  # fmt: skip
+        if q.after:
+            item["before"] = {"heard": texts[q.after], "reply": answers[0][0]}
+        items.append(item)
+    return items
+
+
+def transcribe_venue(
+    config: Config,
+    store: ModelStore,
+    kiosk: Any,
+    venue: Venue,
+    questions: Sequence[Question],
+    options: VenueOptions,
+    progress: Callable[[str], None],
+) -> dict[tuple[str, str], dict[str, str]]:
+    """(voice, condition) -> question id -> what the recognizer heard; the questions that follow-ups come after
+    are spoken too."""
+    from edgevoice.bench.quality import open_recognizer
+    from edgevoice.bench.voices import voice_speaker
+    from edgevoice.engines.factory import piper_files, resolve
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.engines.silero_onnx import SileroVad
+    from edgevoice.listen.vad import find_speech, utterance_span
+    from edgevoice.reply.speech_text import normalize_for_speech
+
+    needed = {q.id: q for q in questions} | {q.after: venue.question(q.after) for q in questions if q.after}
+    sessions: dict[float, PiperSynthesizer] = {}
+
+    def piper(text: str, length_scale: float) -> tuple[np.ndarray, int]:
+        key = round(length_scale, 3)
+        if key not in sessions:
+            sessions[key] = PiperSynthesizer(
+                *piper_files(store, config.models.tts), length_scale=key, noise_scale=0.0, noise_w=0.0
+            )
+        tts = sessions[key]
+        return np.concatenate(list(tts.synthesize(normalize_for_speech(text)))), tts.sample_rate
+
+    vad = SileroVad(resolve(store, "vad", config.models.vad))
+    rec = open_recognizer(store, config, config.models.asr)
+    prompt = kiosk.asr_prompt(config.asr.initial_prompt)
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    try:
+        for vi, name in enumerate(options.voices):
+            speak = voice_speaker(name, piper)
+            progress(f"{venue.name}: {len(needed)} questions spoken by {name}")
+            clean = {qid: with_pauses(speak(q.text)) for qid, q in needed.items()}
+            for ci, snr in enumerate(options.conditions):
+                texts = out.setdefault((name, condition_name(snr)), {})
+                for qi, (qid, audio) in enumerate(clean.items()):
+                    if snr is not None:
+                        audio, _ = mix_at_snr(audio, snr, np.random.default_rng([options.seed, vi, ci, qi]))
+                    span = utterance_span(
+                        find_speech(vad, audio, config.vad, sample_rate=RATE), int(config.asr.max_seconds * RATE)
+                    )
+                    texts[qid] = "" if span is None else rec.transcribe(audio[span[0] : span[1]], prompt=prompt).text
+    finally:
+        rec.close()
+        vad.close()
+        for tts in sessions.values():
+            tts.close()
+    return out

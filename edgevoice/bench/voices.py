@@ -1,0 +1,80 @@
+"""Voices that are not the kiosk's own, for the spoken half of the venue benchmark.
+
+- ``espeak-ng`` (Debian package ``espeak-ng``): formant synthesis, American and British English and their
+  variants, run as the ``espeak-ng`` binary writing WAV to stdout.
+- ``hibari`` (``hibari-tts`` on the package index): a 7.9 MB voice distilled from Kokoro; only its default voice
+  (``heart``, American female) ships in the wheel, the others are downloaded on first use, so only it is offered.
+
+The kiosk's own Piper voice moved in pitch and tempo (:data:`edgevoice.bench.audio_set.VOICES`) stays available
+under the names ``piper-joe`` and the like.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import soundfile
+
+from edgevoice.audio.files import to_model_rate
+from edgevoice.bench.audio_set import RATE, VOICES, FloatAudio
+from edgevoice.errors import ConfigError
+
+__all__ = ["DEFAULT_VOICES", "SpeakFn", "voice_names", "voice_speaker"]
+
+SpeakFn = Callable[[str], FloatAudio]
+"""Text to 16 kHz mono audio."""
+
+ESPEAK = ("en-us", "en-gb", "en-us+f3", "en-gb+m3")
+DEFAULT_VOICES = ("hibari-heart", "espeak-en-us", "espeak-en-gb+m3")
+
+
+def voice_names() -> tuple[str, ...]:
+    return ("hibari-heart", *(f"espeak-{v}" for v in ESPEAK), *(f"piper-{v.name}" for v in VOICES))
+
+
+@dataclass(frozen=True)
+class _Espeak:
+    voice: str
+
+    def __call__(self, text: str) -> FloatAudio:
+        try:
+            done = subprocess.run(
+                ["espeak-ng", "-v", self.voice, "--stdout", text], capture_output=True, check=True, timeout=60
+            )
+        except FileNotFoundError as exc:
+            raise ConfigError("espeak-ng is not installed (Debian: apt-get install espeak-ng)") from exc
+        audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="float32")
+        return to_model_rate(np.asarray(audio, np.float32), rate, RATE)
+
+
+@cache
+def _hibari() -> Any:
+    from hibari import Hibari
+
+    return Hibari()
+
+
+def _hibari_heart(text: str) -> FloatAudio:
+    audio = _hibari()(text, seed=0)
+    return to_model_rate(np.asarray(audio, np.float32), 24000, RATE)
+
+
+def voice_speaker(name: str, piper: Callable[[str, float], tuple[FloatAudio, int]] | None = None) -> SpeakFn:
+    """The voice called ``name`` (:func:`voice_names`); ``piper(text, length_scale)`` renders the kiosk's voice."""
+    if name == "hibari-heart":
+        return _hibari_heart
+    if name.startswith("espeak-") and name.removeprefix("espeak-") in ESPEAK:
+        return _Espeak(name.removeprefix("espeak-"))
+    shifted = {f"piper-{v.name}": v for v in VOICES}
+    if name in shifted:
+        if piper is None:
+            raise ConfigError(f"voice {name!r} needs the kiosk's Piper voice")
+        voice = shifted[name]
+        return lambda text: voice.render(piper, text)
+    raise ConfigError(f"voice {name!r}: not one of {', '.join(voice_names())}")

@@ -1,0 +1,171 @@
+"""The venue benchmark (``edgevoice bench --quality --venue``): the venue loader on every venue, the scorer on
+hand-made replies, follow-ups asked with their history, the command line; one run with the real default models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgevoice.bench.cli import venues
+from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
+from edgevoice.bench.scoring import invented_values, is_small_talk_reply
+from edgevoice.bench.venue import KINDS, Question, Venue, load_venue, parse_questions, sample_venue, venue_dirs
+from edgevoice.bench.venue_quality import answer_venue, score_reply, summarize
+from edgevoice.cli import build_parser
+from edgevoice.errors import ConfigError
+from edgevoice.kiosk.knowledge import parse_knowledge
+
+ROOT = Path(__file__).resolve().parents[1]
+VENUE_DIRS = venue_dirs(ROOT / "venues")
+
+
+def test_there_are_four_venues() -> None:
+    assert [d.name for d in VENUE_DIRS] == ["campus", "cityhall", "hotel", "library"]
+
+
+@pytest.mark.parametrize("directory", VENUE_DIRS, ids=lambda d: d.name)
+def test_loader_reads_every_venue(directory: Path) -> None:
+    venue = load_venue(directory)
+    assert venue.name == directory.name
+    assert len(parse_knowledge(venue.knowledge)) >= 20
+    assert venue.persona and "\n" not in venue.persona.strip()
+    assert {q.kind for q in venue.questions} == set(KINDS)
+    dev, test = venue.in_split("dev"), venue.in_split("test")
+    assert len(dev) + len(test) == len(venue.questions) == len(venue.in_split("both")) >= 60
+    quick = venue.in_split("dev", per_kind=2)
+    assert [q.kind for q in quick] == [k for k in KINDS for _ in range(2)] and {q.split for q in quick} == {"dev"}
+    for q in venue.questions:
+        assert (q.kind == "follow_up") == bool(q.after)
+        if q.after:
+            assert venue.question(q.after).split == q.split
+        assert (q.kind == "small_talk") == bool(q.small_talk)
+
+
+def test_sample_venue_is_the_old_question_set_with_kinds_and_splits() -> None:
+    venue = sample_venue()
+    kinds = [q.kind for q in venue.questions]
+    assert kinds.count("fact") == 28 and kinds.count("out") == 8 and kinds.count("near_miss") == 8
+    assert all(q.in_knowledge == (q.kind == "fact") for q in venue.questions)
+    for kind in ("fact", "out", "near_miss"):
+        splits = [q.split for q in venue.questions if q.kind == kind]
+        assert splits == ["dev", "test"] * (len(splits) // 2)
+    assert IN_KNOWLEDGE[0].id == "hours-saturday" and OUT_OF_KNOWLEDGE[0].id == "football"
+    assert OUT_OF_KNOWLEDGE[8].id == "whale-age"  # the near misses after the far questions
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[[question]]\nid = "a"\ntext = "Hi?"\nkind = "chat"\nfacts = []\nsplit = "dev"', "kind 'chat'"),
+        ('[[question]]\nid = "a"\ntext = "Hi?"\nkind = "out"\nfacts = []\nsplit = "train"', "split 'train'"),
+        ('[[question]]\nid = "a"\ntext = "Hi?"\nkind = "out"\nfacts = []', "missing key 'split'"),
+        (
+            '[[question]]\nid = "a"\ntext = "And Sundays?"\nkind = "follow_up"\nfacts = [["x"]]\nsplit = "dev"\n'
+            'after = "b"',
+            "follows 'b'",
+        ),
+    ],
+)
+def test_bad_questions_file_names_the_question(toml: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_questions(toml, "q.toml")
+
+
+def test_a_directory_without_knowledge_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "questions.toml").write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"knowledge\.md"):
+        load_venue(tmp_path)
+
+
+KNOWLEDGE = "When do you close? We close at 5 pm.\nHow much is a day pass? A day pass costs 4 euros."
+HOURS = Question("close", "When do you close?", (("5 pm", "17:00"),), kind="fact")
+SATURDAY = Question("sat", "And on Saturdays?", (("5 pm",),), kind="follow_up", after="close")
+PARKING = Question("park", "How much is parking?", kind="near_miss")
+HELLO = Question("hi", "Hello, can you hear me?", kind="small_talk", small_talk="hearing_check")
+
+
+def test_a_small_talk_refusal_scores_nothing() -> None:
+    refused = score_reply(HELLO, "I don't know that, please ask at the desk.", KNOWLEDGE)
+    answered = score_reply(HELLO, "Yes, I can hear you! How can I help?", KNOWLEDGE)
+    assert (refused["right"], answered["right"]) == (False, True)
+    assert not is_small_talk_reply("")
+    assert not is_small_talk_reply("Hello there. I am the kiosk. I know the hours. I know the prices.")
+
+
+def test_an_invented_price_is_counted_and_a_known_time_is_not() -> None:
+    honest = score_reply(PARKING, "I don't know the parking price; a day pass costs four euros.", KNOWLEDGE)
+    invented = score_reply(PARKING, "Parking costs 6 euros a day, and we close at five p m.", KNOWLEDGE)
+    assert honest == {"right": True, "invented": []}
+    assert invented == {"right": False, "invented": ["six"]}
+    assert invented_values("We close at 17:00.", KNOWLEDGE) == []  # "5 pm" and "17:00" sound the same
+    assert invented_values("Open 24 hours, one of the best.", KNOWLEDGE) == ["twenty four"]
+    items = [
+        {"kind": "near_miss", "right": False, "invented": ["six"]},
+        {"kind": "fact", "right": True, "invented": []},
+    ]
+    row = summarize(items)
+    assert (row["invented"], row["right_facts_percent"], row["dont_know_percent"], row["n"]) == (1, 100.0, 0.0, 2)
+    assert row["small_talk_percent"] is None
+
+
+def test_a_follow_up_is_asked_after_its_question_in_one_conversation() -> None:
+    venue = Venue("v", KNOWLEDGE, "You are Kim.", (HOURS, SATURDAY, PARKING))
+    asked: list[tuple[str, ...]] = []
+
+    def ask(texts: tuple[str, ...]) -> list[tuple[str, str]]:
+        asked.append(texts)
+        replies = {
+            ("When do you close?",): "We close at 5 pm.",
+            ("When do you close?", "And on Saturdays?"): "On Saturdays too, at 5 pm.",
+        }
+        # the follow-up alone has no subject: only its history makes it answerable
+        return [(replies.get(texts[: i + 1], "I don't know."), "model") for i in range(len(texts))]
+
+    texts = {q.id: q.text for q in venue.questions}
+    items = answer_venue(venue, venue.questions, "written", "", texts, ask)
+    assert asked == [("When do you close?",), ("When do you close?", "And on Saturdays?"), ("How much is parking?",)]
+    by_id = {i["id"]: i for i in items}
+    assert by_id["sat"]["right"] and by_id["sat"]["before"] == {
+        "heard": "When do you close?",
+        "reply": "We close at 5 pm.",
+    }
+    assert by_id["park"]["right"] and not any(i["invented"] for i in items)
+
+
+def test_cli_takes_venues_split_voices_and_written_only() -> None:
+    args = build_parser().parse_args(
+        ["bench", "--quality", "--venue", "venues/library", "--venue", "sample", "--split", "dev", "--written-only",
+         "--voice", "espeak-en-us"]
+    )  # fmt: skip
+    assert args.quality and args.written_only and args.split == "dev"
+    assert args.venue == ["venues/library", "sample"] and args.voice == ["espeak-en-us"]
+    default = build_parser().parse_args(["bench", "--quality"])
+    assert (default.venue, default.split, default.written_only, default.full) == ([], "both", False, False)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--quality", "--split", "train"])
+
+
+def test_venue_names_on_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    assert [v.name for v in venues([])] == ["sample"]
+    assert [v.name for v in venues(["all"])] == ["sample", "campus", "cityhall", "hotel", "library"]
+    assert [v.name for v in venues(["venues/hotel"])] == ["hotel"]
+
+
+@pytest.mark.models
+def test_written_dev_split_of_one_venue_with_the_default_models(tmp_path: Path) -> None:
+    from edgevoice.cli import main as cli_main
+
+    out = tmp_path / "report.json"
+    assert cli_main(["bench", "--quality", "--venue", str(ROOT / "venues/library"), "--split", "dev",
+                     "--quick", "--written-only", "--json", str(out)]) == 0  # fmt: skip
+    report = json.loads(out.read_text(encoding="utf-8"))
+    [row] = report["rows"]
+    assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 8)
+    assert set(row["by_kind"]) == set(KINDS)
+    for key in ("right_facts_percent", "dont_know_percent", "small_talk_percent"):
+        assert 0 <= row[key] <= 100
+    assert 0 <= row["invented"] <= row["n"]
+    assert len(report["items"]) == 8 and sum(bool(i["reply"]) for i in report["items"]) >= 7
