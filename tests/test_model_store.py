@@ -512,3 +512,25 @@ def test_recheck_stops_when_asked(world: SimpleNamespace) -> None:
     stop = threading.Event()
     stop.set()
     assert store.recheck(stop) is False
+
+
+def test_recheck_waits_while_a_turn_is_in_progress(world: SimpleNamespace) -> None:
+    """The re-hash never competes with a visitor's turn: it hashes only while the appliance says it is idle."""
+    import threading
+
+    store = new_store(world)
+    store.install(progress=False, find_links=world.dists)
+    store.path("chunky")
+    idle = threading.Event()
+    asked = threading.Event()
+
+    def is_idle() -> bool:
+        asked.set()
+        return idle.is_set()
+
+    recheck = store_module.BackgroundRecheck(store, on_error=lambda exc: None, idle=is_idle).start()
+    assert asked.wait(5)
+    assert not recheck.finished.wait(0.3)  # busy: nothing hashed, nothing finished
+    idle.set()
+    assert recheck.finished.wait(30) and recheck.error is None
+    recheck.close()

@@ -135,8 +135,10 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
 
     live: LiveAssistant | None = None
     # A model file corrupted in place keeps its stamp's size and mtime: hash every file again once ready (seconds of
-    # work, too long to keep the first visitor waiting) and stop on a mismatch.
-    recheck = BackgroundRecheck(store, on_error=lambda exc: stop.set())
+    # work, too long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
+    recheck = BackgroundRecheck(
+        store, on_error=lambda exc: stop.set(), idle=lambda: live is not None and live.loop.idle()
+    )
     try:
         assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()

@@ -126,16 +126,21 @@ class ModelStore:
         self.handed_out[target] = (name, out)
         return target
 
-    def recheck(self, stop: threading.Event | None = None) -> bool:
+    def recheck(self, stop: threading.Event | None = None, *, idle: Callable[[], bool] | None = None) -> bool:
         """Hash every file handed out by :meth:`path` again, stamps or not: a file corrupted in place keeps its size
         and mtime, so only its content tells. Raises :class:`ModelChecksumError` naming the file and the expected
-        checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end."""
+        checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end. ``idle``: hash only
+        while it says so (the appliance has no turn in progress), so the work never competes with a visitor's turn."""
+        stop = stop or threading.Event()
         for target, (name, out) in list(self.handed_out.items()):
             digest = hashlib.sha256()
             try:
                 with target.open("rb") as fh:
                     while chunk := fh.read(1 << 20):
-                        if stop is not None and stop.is_set():
+                        while idle is not None and not idle():
+                            if stop.wait(0.1):
+                                return False
+                        if stop.is_set():
                             return False
                         digest.update(chunk)
             except OSError as exc:
@@ -367,8 +372,17 @@ class BackgroundRecheck:
     the first visitor never waits for it) and calls ``on_error`` with the error on a mismatch. :meth:`close` stops
     it between two blocks and joins it."""
 
-    def __init__(self, store: ModelStore, on_error: Callable[[ModelError], None], *, nice: int = 10) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        on_error: Callable[[ModelError], None],
+        *,
+        nice: int = 10,
+        idle: Callable[[], bool] | None = None,
+    ) -> None:
+        """``idle``: hash only while it is true (see :meth:`ModelStore.recheck`)."""
         self.store = store
+        self.idle = idle
         self.on_error = on_error
         self.nice = nice
         self.error: ModelError | None = None
@@ -383,7 +397,7 @@ class BackgroundRecheck:
     def _run(self) -> None:
         lower_this_thread(self.nice)
         try:
-            self.store.recheck(self._stop)
+            self.store.recheck(self._stop, idle=self.idle)
         except ModelError as exc:
             self.error = exc
             log.error("%s", exc)
