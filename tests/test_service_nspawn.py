@@ -358,7 +358,7 @@ def test_a_hung_listener_is_killed_by_the_watchdog_and_restarted(box: Container,
         # journal on its own time, which can be after the restart
         def dumped() -> str | None:
             text = unit_log(box, since)
-            return text if "fault_injection.py" in text else None
+            return text if "edgevoice/live/faults.py" in text else None
 
         log = box.wait_for(dumped, 30.0, "faulthandler's stack in the journal")
         assert "fault injection: the listener stalls now" in log
