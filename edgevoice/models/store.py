@@ -368,7 +368,7 @@ class ModelStore:
 
 
 class BackgroundRecheck:
-    """Runs :meth:`ModelStore.recheck` once in a low-priority thread (started by :meth:`start`, after start-up, so
+    """Runs :meth:`ModelStore.recheck` once in a thread of its own (started by :meth:`start`, after start-up, so
     the first visitor never waits for it) and calls ``on_error`` with the error on a mismatch. :meth:`close` stops
     it between two blocks and joins it."""
 
@@ -377,10 +377,12 @@ class BackgroundRecheck:
         store: ModelStore,
         on_error: Callable[[ModelError], None],
         *,
-        nice: int = 10,
+        nice: int = 0,
         idle: Callable[[], bool] | None = None,
     ) -> None:
-        """``idle``: hash only while it is true (see :meth:`ModelStore.recheck`)."""
+        """``idle``: hash only while it is true (see :meth:`ModelStore.recheck`). ``nice``: 0 by default, as the
+        compute threads (:mod:`edgevoice.priority`): a lowered thread that holds the GIL when the kernel preempts it
+        holds up every other thread, the audio callbacks too."""
         self.store = store
         self.idle = idle
         self.on_error = on_error
