@@ -23,6 +23,7 @@ import pytest
 
 from edgevoice.errors import ModelChecksumError, ModelError, ModelFormatError, ModelInstallError, ModelMissingError
 from edgevoice.models import cli
+from edgevoice.models import recheck as recheck_module
 from edgevoice.models import store as store_module
 from edgevoice.models.formats import check_gguf, check_json, check_onnx
 from edgevoice.models.manifest import Manifest, parse_manifest
@@ -482,7 +483,7 @@ def test_recheck_finds_a_file_corrupted_in_place(world: SimpleNamespace) -> None
     store.install(progress=False, find_links=world.dists)
     target = store.path("chunky")
     store.path("voice", "v.onnx")
-    assert store.recheck() is True  # intact: nothing to say
+    assert recheck_module.recheck(store) is True  # intact: nothing to say
     st = target.stat()
     tampered = bytearray(world.gguf)
     tampered[-1] ^= 0xFF
@@ -492,7 +493,7 @@ def test_recheck_finds_a_file_corrupted_in_place(world: SimpleNamespace) -> None
     assert store.path("chunky") == target
 
     errors: list[ModelError] = []
-    recheck = store_module.BackgroundRecheck(store, on_error=errors.append).start()
+    recheck = recheck_module.BackgroundRecheck(store, on_error=errors.append).start()
     assert recheck.finished.wait(30)
     recheck.close()
     assert errors and errors[0] is recheck.error and isinstance(recheck.error, ModelChecksumError)
@@ -511,7 +512,7 @@ def test_recheck_stops_when_asked(world: SimpleNamespace) -> None:
     store.path("chunky")
     stop = threading.Event()
     stop.set()
-    assert store.recheck(stop) is False
+    assert recheck_module.recheck(store, stop) is False
 
 
 def test_recheck_waits_while_a_turn_is_in_progress(world: SimpleNamespace) -> None:
@@ -528,7 +529,7 @@ def test_recheck_waits_while_a_turn_is_in_progress(world: SimpleNamespace) -> No
         asked.set()
         return idle.is_set()
 
-    recheck = store_module.BackgroundRecheck(store, on_error=lambda exc: None, idle=is_idle).start()
+    recheck = recheck_module.BackgroundRecheck(store, on_error=lambda exc: None, idle=is_idle).start()
     assert asked.wait(5)
     assert not recheck.finished.wait(0.3)  # busy: nothing hashed, nothing finished
     idle.set()

