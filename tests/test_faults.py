@@ -148,20 +148,20 @@ def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
         pulse,
         store,
         tmp_path,
-        env={"EDGEVOICE_FAULT_LLM": "hang@1:6"},
-        config=TO_THE_MODEL + "reply_budget_s = 1.5\n",
+        env={"EDGEVOICE_FAULT_LLM": "hang@1:8"},
+        config=TO_THE_MODEL + "reply_budget_s = 3.0\n",
     ) as app:
         t = time.monotonic()
         late = ask(pulse, app, speak, QUESTIONS[0])
-        assert time.monotonic() - t < 12  # the turn record comes once the engine returned (6 s)
+        assert time.monotonic() - t < 16  # the turn record comes once the engine returned (8 s)
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stop(app)
         log = app.stderr_tail(8000)
     assert late["fallback"] == "late" and late["reply"] == FALLBACK and late["error"] is None, (late, log)
-    # the phrase started within the budget: 1.5 s after the turn was committed, plus the output device's buffer
+    # the phrase started within the budget: 3 s after the turn was committed, plus the output device's buffer
     marks = late["marks_ms"]
     assert isinstance(marks, dict)
-    assert marks["first_played"] - marks["endpoint"] < 1500 + 300, marks
+    assert marks["first_played"] - marks["endpoint"] < 3000 + 300, marks
     assert_answered(answered, QUESTIONS[1])
 
 
