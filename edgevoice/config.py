@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 import types
 import typing
@@ -63,6 +64,23 @@ class AsrConfig:
     """Speech longer than this is cut to its first max_seconds (one Whisper window)."""
 
 
+def _check_base_url(key: str, value: str) -> None:
+    if not value:
+        return
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{key} = {value!r}: must be an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise ConfigError(f"{key}: must not hold credentials (use llm.api_key_file or llm.api_key_env)")
+
+
+def _check_env_name(key: str, value: str) -> None:
+    if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ConfigError(f"{key}: must name an environment variable (letters, digits, _), not hold the key itself")
+
+
 @dataclass(frozen=True)
 class LlmConfig:
     threads: int = field(default=2, metadata=_rng(1, 64))
@@ -74,6 +92,29 @@ class LlmConfig:
     top_p: float = field(default=0.9, metadata=_rng(0.05, 1.0))
     repeat_penalty: float = field(default=1.1, metadata=_rng(1.0, 2.0))
     seed: int = field(default=1234, metadata=_rng(0, 2**31 - 1))
+    backend: Literal["local", "openai"] = "local"
+    """"local": the model above answers alone. "openai": an OpenAI-compatible server (llama.cpp's server, vLLM,
+    Ollama) at ``base_url`` answers, hedged with the local model, which answers whenever the server is down, slow or
+    sends garbage (docs/remote-model.md)."""
+    base_url: str = field(default="", metadata={"check": _check_base_url})
+    """The server's API root, e.g. "http://gpu-server:8080/v1" (``/chat/completions`` is appended)."""
+    model: str = ""
+    """The model name sent to the server (vLLM and Ollama need it; llama.cpp's server ignores it)."""
+    api_key_file: str = ""
+    """A file holding the server's API key (read at start; the key itself never goes in this file)."""
+    api_key_env: str = field(default="", metadata={"check": _check_env_name})
+    """Or the name of an environment variable holding it. Neither: no key is sent."""
+    hedge_ms: int = field(default=800, metadata=_rng(0, 30000))
+    """How long the server's first clause may take before the local model starts too; whichever model's first
+    clause comes first is spoken and the other is cancelled. 0: both start at once."""
+    remote_stall_s: float = field(default=2.0, metadata=_rng(0.1, 60.0))
+    """A server that sends nothing for this long (or takes this long to accept the connection) is given up."""
+
+    def __post_init__(self) -> None:
+        if self.backend == "openai" and not self.base_url:
+            raise ConfigError('llm.base_url: must be set with llm.backend = "openai"')
+        if self.api_key_file and self.api_key_env:
+            raise ConfigError("llm.api_key_file and llm.api_key_env: set one of them, not both")
 
 
 @dataclass(frozen=True)

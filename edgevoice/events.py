@@ -18,6 +18,16 @@ class ChatMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """Which language model answered a reply: "remote" (a server, :mod:`edgevoice.reply.hedge`) or "local", and what
+    kept the remote from answering (an error code such as ``llm_remote_unreachable``, or ``llm_remote_late``); for
+    a remote answer, the error that cut it short, if one did."""
+
+    source: Literal["remote", "local"]
+    remote_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     """A span of speech, in samples at ``sample_rate`` from the start of the stream."""
 

@@ -17,6 +17,8 @@ from edgevoice.models.store import ModelStore
 
 if TYPE_CHECKING:
     from edgevoice.engines.minilm import MiniLmEmbedder
+    from edgevoice.interfaces import LanguageModel
+    from edgevoice.reply.hedge import HedgedModel
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,10 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
                 repeat_penalty=c.repeat_penalty,
             ),
         )
+        if c.backend == "openai":
+            local = llm
+            llm = timed("llm_remote", lambda: hedged_model(config, local))  # type: ignore[arg-type]
+            loaded.remove(local)  # the hedge owns the local model now: closing it closes both
         onnx, voice_config = piper_files(store, m.tts)
         tts = timed(
             "tts",
@@ -110,6 +116,26 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
             getattr(engine, "close", lambda: None)()
         raise
     return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times  # type: ignore[arg-type]
+
+
+def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
+    """The ``[llm] backend = "openai"`` model: the server at ``base_url``, hedged with ``local``."""
+    from edgevoice.engines.openai_remote import RemoteChatModel, read_api_key
+    from edgevoice.reply.hedge import HedgedModel
+    from edgevoice.reply.responder import FIRST_CLAUSE_WORDS
+
+    c = config.llm
+    remote = RemoteChatModel(
+        c.base_url,
+        model=c.model,
+        api_key=read_api_key(key_file=c.api_key_file, key_env=c.api_key_env),
+        stall_s=c.remote_stall_s,
+        temperature=c.temperature,
+        top_p=c.top_p,
+        seed=c.seed,
+    )
+    log.info("language model: %s, hedged with the local model after %d ms", c.base_url, c.hedge_ms)
+    return HedgedModel(remote, local, hedge_s=c.hedge_ms / 1000, first_clause_words=FIRST_CLAUSE_WORDS)
 
 
 def load_turn_model(config: Config, store: ModelStore | None = None) -> object:

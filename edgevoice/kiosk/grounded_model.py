@@ -24,7 +24,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from edgevoice.events import ChatMessage
+from edgevoice.events import Answered, ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
@@ -72,6 +72,17 @@ class GroundedModel:
         """The grounding of the last question answered (for benchmarks and logs)."""
         self.last_verdict: Verdict | None = None
         """Who answered the last question (None: none asked yet)."""
+
+    @property
+    def answered_by(self) -> Answered | None:
+        """Which model answered the last question (the wrapped model's ``answered_by`` when it names one, else the
+        local model); None when the kiosk answered without asking one (the gate, a direct answer)."""
+        if self.last_verdict in (None, Verdict.GATE, Verdict.DIRECT):
+            return None
+        if hasattr(self.llm, "answered_by"):
+            answered = self.llm.answered_by
+            return answered if isinstance(answered, Answered) else None
+        return Answered("local")
 
     def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
         if not messages or messages[-1].role != "user":

@@ -53,6 +53,8 @@ def turn_record(
         "underruns": trace.underruns,
         "fallback": trace.fallback,
         "error": trace.error,
+        "llm": trace.llm,
+        "llm_remote_error": trace.llm_remote_error,
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
     } | ({"echo": echo} if echo is not None else {})

@@ -270,8 +270,9 @@ def journal_fields(record: Mapping[str, Any], *, transcripts: bool) -> tuple[str
             fields[f"REPLY_{_field(stage)}_MS"] = ms
         if total is not None:
             fields["LATENCY_MS"] = total
-        for key in ("reason", "cancelled", "underruns", "reply_seconds", "speculation_valid"):
-            if key in record:
+        keys = ("reason", "cancelled", "underruns", "reply_seconds", "speculation_valid", "llm", "llm_remote_error")
+        for key in keys:
+            if record.get(key) is not None:
                 fields[_field(key)] = int(v) if isinstance(v := record[key], bool) else v
         if transcripts:
             fields["TRANSCRIPT"], fields["REPLY"] = record.get("transcript", ""), record.get("reply", "")
