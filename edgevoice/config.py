@@ -101,7 +101,8 @@ class LlmConfig:
     model: str = ""
     """The model name sent to the server (vLLM and Ollama need it; llama.cpp's server ignores it)."""
     api_key_file: str = ""
-    """A file holding the server's API key (read at start; the key itself never goes in this file)."""
+    """A file holding the server's API key, read at start (the key itself never goes in this file); may name
+    variables, e.g. "${CREDENTIALS_DIRECTORY}/llm-key" for systemd's LoadCredential=."""
     api_key_env: str = field(default="", metadata={"check": _check_env_name})
     """Or the name of an environment variable holding it. Neither: no key is sent."""
     hedge_ms: int = field(default=800, metadata=_rng(0, 30000))

@@ -3,18 +3,29 @@ a real one can, and the hedge with the local model (whichever first clause comes
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pytest
 
+from edgevoice.clock import ManualClock
 from edgevoice.config import config_from_dict
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError
 from edgevoice.events import Answered, ChatMessage
+from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.prompt import DONT_KNOW
+from edgevoice.listen.endpointing import TurnEndReason
+from edgevoice.listen.turn import Turn
+from edgevoice.live.cli import turn_record
 from edgevoice.reply.hedge import REMOTE_LATE, HedgedModel
+from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.trace import TurnTimeline
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.openai_fake import FakeChatServer
 
 QUESTION = [ChatMessage("system", "You are a kiosk."), ChatMessage("user", "Where is the cafe?")]
@@ -292,6 +303,8 @@ def test_the_key_comes_from_a_file_or_the_environment(tmp_path, monkeypatch: pyt
     key_file = tmp_path / "key"
     key_file.write_text("sk-from-file\n")
     assert read_api_key(key_file=str(key_file), key_env="") == "sk-from-file"
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    assert read_api_key(key_file="${CREDENTIALS_DIRECTORY}/key", key_env="") == "sk-from-file"
     monkeypatch.setenv("EDGEVOICE_TEST_KEY", "sk-from-env")
     assert read_api_key(key_file="", key_env="EDGEVOICE_TEST_KEY") == "sk-from-env"
     assert read_api_key(key_file="", key_env="") is None
@@ -300,3 +313,54 @@ def test_the_key_comes_from_a_file_or_the_environment(tmp_path, monkeypatch: pyt
         read_api_key(key_file="", key_env="EDGEVOICE_TEST_KEY")
     with pytest.raises(ConfigError, match="cannot read"):
         read_api_key(key_file=str(tmp_path / "missing"), key_env="")
+
+
+# -- the turn record -------------------------------------------------------------------------------------------------
+def answer_turn(question: str, llm_reply: str, base_url: str) -> dict[str, object]:
+    """One turn through the kiosk's grounding and the responder, with the hedge's remote at ``base_url``; its record
+    as `edgevoice run --json` prints it."""
+    config = config_from_dict(
+        {"kiosk": {"semantic": False, "direct_answers": False, "verify_below": 0.0, "hint_entries": 0}}
+    )
+    kiosk = Kiosk.from_config(config)
+    clock = ManualClock()
+    hedged = HedgedModel(remote(base_url), FakeLlm(llm_reply, clock), hedge_s=WAIT_S)
+    synth = FakeSynth(clock)
+    responder = Responder(
+        FakeRecognizer(question, clock),  # type: ignore[arg-type]
+        kiosk.grounded(hedged),
+        synth,  # type: ignore[arg-type]
+        kiosk.prefix,
+        max_tokens=40,
+        max_sentences=2,
+        clock=clock,
+    )
+    chunks: list[np.ndarray] = []
+
+    def emit(chunk: np.ndarray) -> int:
+        chunks.append(chunk)
+        return sum(len(c) for c in chunks)
+
+    try:
+        trace = responder.respond(np.zeros(16000, np.float32), ReplyTrace(1, committed=0.0), threading.Event(), emit)
+    finally:
+        hedged.close()
+    turn = Turn(1, np.zeros(16000, np.float32), 1.0, 1.2, 0.0, TurnEndReason.COMPLETE)
+    return turn_record(trace, turn, TurnTimeline(1), synth.sample_rate)
+
+
+def test_the_turn_record_names_who_answered() -> None:
+    question = "Where is the cafe?"
+    with FakeChatServer("ok", reply="The cafe is on the ground floor.") as server:
+        record = answer_turn(question, LOCAL_REPLY, server.base_url)
+    assert record["llm"] == "remote" and record["llm_remote_error"] is None
+    assert record["reply"] == "The cafe is on the ground floor."
+    down = answer_turn(question, LOCAL_REPLY, f"http://127.0.0.1:{free_port()}/v1")
+    assert down["llm"] == "local" and down["llm_remote_error"] == "llm_remote_unreachable"
+    assert down["reply"] == LOCAL_REPLY and down["error"] is None and down["fallback"] is None
+    json.dumps(down)  # a JSON line as it is
+
+
+def test_a_question_the_kiosk_answers_by_itself_names_no_model() -> None:
+    record = answer_turn("What is the capital of Peru?", LOCAL_REPLY, f"http://127.0.0.1:{free_port()}/v1")
+    assert record["llm"] is None and record["reply"] == DONT_KNOW

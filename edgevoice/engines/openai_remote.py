@@ -139,9 +139,12 @@ class RemoteChatModel:
 
 
 def read_api_key(*, key_file: str, key_env: str) -> str | None:
-    """The API key from ``llm.api_key_file`` or the variable ``llm.api_key_env`` names; None when neither is set."""
+    """The API key from ``llm.api_key_file`` or the variable ``llm.api_key_env`` names; None when neither is set.
+
+    The file's path may name variables: ``${CREDENTIALS_DIRECTORY}/llm-key`` is the key systemd's ``LoadCredential=``
+    hands the service."""
     if key_file:
-        path = Path(key_file).expanduser()
+        path = Path(os.path.expandvars(key_file)).expanduser()
         try:
             key = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:

@@ -141,14 +141,16 @@ class HedgedModel:
         """Who answered the last reply (None until one of the models has)."""
         self._streams: list[RemoteStream] = []
         self._interrupted = threading.Event()
+        self._lock = threading.Lock()
 
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
         self.answered_by = None
-        if self._interrupted.is_set():
-            raise LanguageModelError("generation interrupted: the model is shutting down", code="llm_interrupted")
-        self._streams = [s for s in self._streams if s.alive]
-        remote = RemoteStream(self.remote, messages, max_tokens)
-        self._streams.append(remote)
+        with self._lock:  # an interrupt either comes before this check or finds the new stream to cancel
+            if self._interrupted.is_set():
+                raise LanguageModelError("generation interrupted: the model is shutting down", code="llm_interrupted")
+            self._streams = [s for s in self._streams if s.alive]
+            remote = RemoteStream(self.remote, messages, max_tokens)
+            self._streams.append(remote)
         try:
             yield from self._race(remote, messages, max_tokens)
         finally:
@@ -239,7 +241,9 @@ class HedgedModel:
             interrupt = getattr(model, "interrupt", None)
             if interrupt is not None:
                 interrupt()
-        for stream in self._streams:
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
             stream.cancel()
 
     def resume(self) -> None:
@@ -251,11 +255,12 @@ class HedgedModel:
 
     def close(self) -> None:
         """Cancel the remote readers, wait for them (each ends within its stall timeout), close both models."""
-        for stream in self._streams:
+        with self._lock:
+            streams, self._streams = self._streams, []
+        for stream in streams:
             stream.cancel()
-        for stream in self._streams:
+        for stream in streams:
             stream.join(JOIN_S)
-        self._streams = []
         for model in (self.remote, self.local):
             close = getattr(model, "close", None)
             if close is not None:
