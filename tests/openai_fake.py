@@ -8,6 +8,7 @@ Modes: ``ok`` (the reply as SSE chat chunks, then ``[DONE]``), ``http500``, ``ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,7 +42,9 @@ class FakeChatServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
                 server.requests.append((body, dict(self.headers.items())))
-                server.respond(self)
+                # the client may give up on the reply (cancelled): what a real server sees too
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    server.respond(self)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
