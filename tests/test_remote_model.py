@@ -22,6 +22,7 @@ from edgevoice.kiosk.prompt import DONT_KNOW
 from edgevoice.listen.endpointing import TurnEndReason
 from edgevoice.listen.turn import Turn
 from edgevoice.live.cli import turn_record
+from edgevoice.live.metrics import Metrics
 from edgevoice.reply.hedge import REMOTE_LATE, HedgedModel
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.trace import TurnTimeline
@@ -364,3 +365,14 @@ def test_the_turn_record_names_who_answered() -> None:
 def test_a_question_the_kiosk_answers_by_itself_names_no_model() -> None:
     record = answer_turn("What is the capital of Peru?", LOCAL_REPLY, f"http://127.0.0.1:{free_port()}/v1")
     assert record["llm"] is None and record["reply"] == DONT_KNOW
+
+
+def test_the_metrics_count_replies_by_the_model_that_answered() -> None:
+    metrics = Metrics()
+    metrics.observe(TurnTimeline(1), llm="remote")
+    metrics.observe(TurnTimeline(2), llm="local", llm_remote_error="llm_remote_unreachable")
+    metrics.observe(TurnTimeline(3), llm="local", llm_remote_error="llm_remote_unreachable")
+    metrics.observe(TurnTimeline(4))  # the kiosk answered by itself: no model counted
+    text = metrics.exposition().decode()
+    assert 'edgevoice_llm_replies_total{remote_error="",source="remote"} 1.0' in text
+    assert 'edgevoice_llm_replies_total{remote_error="llm_remote_unreachable",source="local"} 2.0' in text

@@ -132,7 +132,13 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         if recorder is not None:
             recorder.record(turn.turn_id, turn.audio, record)
         if exporter is not None:
-            exporter.metrics.observe(timeline, cancelled=trace.cancelled, underruns=trace.underruns)
+            exporter.metrics.observe(
+                timeline,
+                cancelled=trace.cancelled,
+                underruns=trace.underruns,
+                llm=trace.llm,
+                llm_remote_error=trace.llm_remote_error,
+            )
             exporter.update()
 
     live: LiveAssistant | None = None

@@ -114,12 +114,27 @@ class Metrics:
         self.underruns = Counter(
             "edgevoice_output_underruns", "Times the speaker ran dry during a reply.", registry=self.registry
         )
+        self.llm_replies = Counter(
+            "edgevoice_llm_replies",
+            'Replies by the model that answered ("remote" or "local") and what kept the remote from answering.',
+            ["source", "remote_error"],
+            registry=self.registry,
+        )
         for stage in STAGE_NAMES:  # every series exists from the start, at zero
             self.stage_seconds.labels(stage=stage)
         for outcome in ("answered", "cancelled", "empty"):
             self.turns.labels(outcome=outcome)
 
-    def observe(self, timeline: TurnTimeline, *, cancelled: bool = False, underruns: int = 0) -> None:
+    def observe(
+        self,
+        timeline: TurnTimeline,
+        *,
+        cancelled: bool = False,
+        underruns: int = 0,
+        llm: str | None = None,
+        llm_remote_error: str | None = None,
+    ) -> None:
+        """Count one turn; ``llm``: which language model answered it (None: none was asked)."""
         for stage, seconds in timeline.stages().items():
             self.stage_seconds.labels(stage=stage).observe(max(0.0, seconds))
         total = timeline.voice_to_voice()
@@ -128,6 +143,8 @@ class Metrics:
         outcome = "cancelled" if cancelled else "answered" if timeline.first_played is not None else "empty"
         self.turns.labels(outcome=outcome).inc()
         self.underruns.inc(underruns)
+        if llm is not None:
+            self.llm_replies.labels(source=llm, remote_error=llm_remote_error or "").inc()
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest
