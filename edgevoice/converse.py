@@ -94,6 +94,7 @@ class Assistant:
             stages=tuple(StageTime(name, seconds * 1000.0) for name, seconds in stages.items()),
             speech=tuple(segments),
             no_speech=no_speech,
+            answered_by=trace.answered_by,
         )
 
 

@@ -27,6 +27,13 @@ class Answered:
     remote_error: str | None = None
 
 
+def answered_record(answered: Answered | None) -> dict[str, str | None]:
+    """The turn records' ``llm`` ("remote", "local" or None: no model asked) and ``llm_remote_error``."""
+    if answered is None:
+        return {"llm": None, "llm_remote_error": None}
+    return {"llm": answered.source, "llm_remote_error": answered.remote_error}
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """A span of speech, in samples at ``sample_rate`` from the start of the stream."""
@@ -73,6 +80,8 @@ class ConverseResult:
     stages: tuple[StageTime, ...]
     speech: tuple[Segment, ...] = ()
     no_speech: bool = False
+    answered_by: Answered | None = None
+    """Which language model answered (None: none was asked)."""
 
     def stage_ms(self) -> dict[str, float]:
         return {s.stage: round(s.ms, 1) for s in self.stages}
@@ -85,4 +94,4 @@ class ConverseResult:
             "speech": [[round(s.start_s, 3), round(s.end_s, 3)] for s in self.speech],
             "reply_seconds": round(len(self.audio) / self.sample_rate, 3) if self.sample_rate else 0.0,
             "stages": self.stage_ms(),
-        }
+        } | answered_record(self.answered_by)

@@ -14,15 +14,17 @@ import pytest
 
 from edgevoice.clock import ManualClock
 from edgevoice.config import config_from_dict
+from edgevoice.engines.factory import hedged_model
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError
-from edgevoice.events import Answered, ChatMessage
+from edgevoice.events import Answered, ChatMessage, answered_record
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.prompt import DONT_KNOW
 from edgevoice.listen.endpointing import TurnEndReason
 from edgevoice.listen.turn import Turn
 from edgevoice.live.cli import turn_record
 from edgevoice.live.metrics import Metrics
+from edgevoice.live.service import journal_fields
 from edgevoice.reply.hedge import REMOTE_LATE, HedgedModel
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.trace import TurnTimeline
@@ -369,10 +371,34 @@ def test_a_question_the_kiosk_answers_by_itself_names_no_model() -> None:
 
 def test_the_metrics_count_replies_by_the_model_that_answered() -> None:
     metrics = Metrics()
-    metrics.observe(TurnTimeline(1), llm="remote")
-    metrics.observe(TurnTimeline(2), llm="local", llm_remote_error="llm_remote_unreachable")
-    metrics.observe(TurnTimeline(3), llm="local", llm_remote_error="llm_remote_unreachable")
+    metrics.observe(TurnTimeline(1), answered_by=Answered("remote"))
+    metrics.observe(TurnTimeline(2), answered_by=Answered("local", "llm_remote_unreachable"))
+    metrics.observe(TurnTimeline(3), answered_by=Answered("local", "llm_remote_unreachable"))
     metrics.observe(TurnTimeline(4))  # the kiosk answered by itself: no model counted
     text = metrics.exposition().decode()
     assert 'edgevoice_llm_replies_total{remote_error="",source="remote"} 1.0' in text
     assert 'edgevoice_llm_replies_total{remote_error="llm_remote_unreachable",source="local"} 2.0' in text
+
+
+def test_the_journal_gets_who_answered_as_fields() -> None:
+    record = {"event": "turn", "turn": 2, "stages_ms": {}, "voice_to_voice_ms": 700.0}
+    _, fields = journal_fields(record | answered_record(Answered("local", "llm_remote_http")), transcripts=False)
+    assert fields["LLM"] == "local" and fields["LLM_REMOTE_ERROR"] == "llm_remote_http"
+    _, fields = journal_fields(record | answered_record(None), transcripts=False)
+    assert "LLM" not in fields and "LLM_REMOTE_ERROR" not in fields
+
+
+def test_the_factory_builds_the_hedge_from_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEVOICE_TEST_KEY", "sk-fleet")
+    with FakeChatServer("ok", reply="Yes, it is.") as server:
+        llm = {"backend": "openai", "base_url": server.base_url, "model": "big", "api_key_env": "EDGEVOICE_TEST_KEY"}
+        model = hedged_model(config_from_dict({"llm": llm | {"hedge_ms": 5000}}), local_model())
+        try:
+            assert reply(model) == "Yes, it is." and model.answered_by == Answered("remote")
+        finally:
+            model.close()
+    body, headers = server.requests[0]
+    assert headers["Authorization"] == "Bearer sk-fleet" and body["model"] == "big" and model.hedge_s == 5.0
+    monkeypatch.delenv("EDGEVOICE_TEST_KEY")
+    with pytest.raises(ConfigError, match="EDGEVOICE_TEST_KEY"):
+        hedged_model(config_from_dict({"llm": llm}), local_model())

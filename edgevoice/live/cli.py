@@ -16,6 +16,7 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import AudioDeviceError
+from edgevoice.events import answered_record
 from edgevoice.live.assistant import LiveAssistant
 from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speaking
 from edgevoice.live.faults import arm as arm_faults
@@ -53,8 +54,7 @@ def turn_record(
         "underruns": trace.underruns,
         "fallback": trace.fallback,
         "error": trace.error,
-        "llm": trace.llm,
-        "llm_remote_error": trace.llm_remote_error,
+        **answered_record(trace.answered_by),
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
     } | ({"echo": echo} if echo is not None else {})
@@ -136,8 +136,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 timeline,
                 cancelled=trace.cancelled,
                 underruns=trace.underruns,
-                llm=trace.llm,
-                llm_remote_error=trace.llm_remote_error,
+                answered_by=trace.answered_by,
             )
             exporter.update()
 

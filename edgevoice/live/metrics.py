@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edgevoice.errors import ConfigError
+from edgevoice.events import Answered
 from edgevoice.trace import STAGE_NAMES, TurnTimeline
 
 log = logging.getLogger(__name__)
@@ -131,10 +132,9 @@ class Metrics:
         *,
         cancelled: bool = False,
         underruns: int = 0,
-        llm: str | None = None,
-        llm_remote_error: str | None = None,
+        answered_by: Answered | None = None,
     ) -> None:
-        """Count one turn; ``llm``: which language model answered it (None: none was asked)."""
+        """Count one turn; ``answered_by``: which language model answered it (None: none was asked)."""
         for stage, seconds in timeline.stages().items():
             self.stage_seconds.labels(stage=stage).observe(max(0.0, seconds))
         total = timeline.voice_to_voice()
@@ -143,8 +143,8 @@ class Metrics:
         outcome = "cancelled" if cancelled else "answered" if timeline.first_played is not None else "empty"
         self.turns.labels(outcome=outcome).inc()
         self.underruns.inc(underruns)
-        if llm is not None:
-            self.llm_replies.labels(source=llm, remote_error=llm_remote_error or "").inc()
+        if answered_by is not None:
+            self.llm_replies.labels(source=answered_by.source, remote_error=answered_by.remote_error or "").inc()
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest

@@ -70,11 +70,9 @@ class ReplyTrace:
     the reply budget); None for a reply of its own."""
     error: str | None = None
     """The code of the error that ended the turn, if one did."""
-    llm: str | None = None
-    """Which language model answered ("remote" or "local"); None when none did (the kiosk answered by itself, or
-    the reply was cut before one had)."""
-    llm_remote_error: str | None = None
-    """What kept the remote model from answering (or cut its reply short): an error code, or ``llm_remote_late``."""
+    answered_by: Answered | None = None
+    """Which language model answered, and what kept the remote one from answering; None when none did (the kiosk
+    answered by itself, or the reply was cut before a model had)."""
     speculative_reply: bool = False
     reply_began: float | None = None
     """When a reply begun before the commit had its transcript (the marks are settled at the commit; the language
@@ -255,8 +253,7 @@ class Responder:
             if worker is not None:
                 worker.finish()
         answered = getattr(self.llm, "answered_by", None)
-        if isinstance(answered, Answered):
-            trace.llm, trace.llm_remote_error = answered.source, answered.remote_error
+        trace.answered_by = answered if isinstance(answered, Answered) else None
         trace.cancelled = cancel.is_set()
         trace.reply = " ".join(c.text for c in trace.clauses)
         trace.done = self.clock.now()
