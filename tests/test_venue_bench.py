@@ -160,7 +160,7 @@ def test_written_dev_split_of_one_venue_with_the_default_models(tmp_path: Path) 
 
     out = tmp_path / "report.json"
     assert cli_main(["bench", "--quality", "--venue", str(ROOT / "venues/library"), "--split", "dev",
-                     "--quick", "--written-only", "--json", str(out)]) == 0  # fmt: skip
+                     "--quick", "--written-only", "--report", str(out)]) == 0  # fmt: skip
     report = json.loads(out.read_text(encoding="utf-8"))
     [row] = report["rows"]
     assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 8)
