@@ -185,3 +185,23 @@ def test_secrets_are_masked_and_key_files_shown() -> None:
     tables = {"llm": {"api_key": "sk-123", "api_key_file": "/etc/edgevoice/key", "token": "", "threads": 2}}
     assert masked(tables) == {"llm": {"api_key": MASK, "api_key_file": "/etc/edgevoice/key", "token": "", "threads": 2}}
     assert "source" not in effective_config(Config())
+
+
+def test_the_installed_default_models_check_out_and_the_real_recognizer_is_english_only(store: Any) -> None:
+    """On the real models (the models tier): the defaults pass, and the language is judged from the ggml file."""
+    config = config_from_dict({"models": {"dir": str(store.models_dir)}})
+    report = check_config(config, devices=False)
+    assert report.ok, [e.message for e in report.errors]
+    german = check_config(config_from_dict({"models": {"dir": str(store.models_dir)}, "asr": {"language": "de"}}),
+                          devices=False)  # fmt: skip
+    [error] = german.errors
+    assert error.message.startswith("asr.language = 'de': models.asr = 'whisper-tiny.en' (ggml-tiny.en.bin)")
+
+
+def test_the_devices_are_found_on_a_real_sound_server(pulse: Any) -> None:
+    """PortAudio through ALSA's pulse plugin to a private PulseAudio server (the audio tier)."""
+    report = check_config(config_from_dict({"audio": {"input_device": "pulse", "output_device": "Headset"}}))
+    device_errors = [e.message for e in report.errors if e.code.startswith("audio_device")]
+    assert len(device_errors) == 1, device_errors
+    assert device_errors[0].startswith("audio.output_device = 'Headset': output device 'Headset' matches no")
+    assert "'pulse'" in device_errors[0]  # the devices there are, to choose from
