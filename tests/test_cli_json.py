@@ -92,3 +92,12 @@ def test_models_verify_and_list_as_json(tmp_path: Path, capsys: pytest.CaptureFi
 
     assert cli.main(["models", "install", "no-such-model", "--json", "--dir", str(tmp_path)]) == 2
     assert json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+def test_models_use_the_configs_models_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f'[models]\ndir = "{tmp_path / "kiosk-models"}"\n')
+    assert cli.main(["models", "list", "--json", "--config", str(config)]) == 0
+    assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path / "kiosk-models")
+    assert cli.main(["models", "list", "--json", "--config", str(config), "--dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path)  # --dir first

@@ -47,8 +47,10 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
             "--dir",
             type=Path,
             default=None,
-            help="models directory (default: $EDGEVOICE_MODELS_DIR or ~/.local/share/edgevoice/models)",
+            help="models directory (default: the config's [models] dir, else $EDGEVOICE_MODELS_DIR or "
+            "~/.local/share/edgevoice/models)",
         )
+        p.add_argument("--config", help="edgevoice.toml whose [models] dir to use (found as by every command)")
         return p
 
     install = with_dir(
@@ -92,7 +94,7 @@ def run_models(args: argparse.Namespace) -> int:
 
     json_mode = bool(getattr(args, "json", False))
     try:
-        store = ModelStore(models_dir=getattr(args, "dir", None))
+        store = ModelStore(models_dir=_models_dir(args))
         if args.models_command in ("install", "bundle") and args.all and args.names:
             raise EdgeVoiceError("give model names or --all, not both", code="usage")
         if args.models_command == "install":
@@ -123,6 +125,18 @@ def run_models(args: argparse.Namespace) -> int:
             emit_error(exc)
         print(f"edgevoice: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _models_dir(args: argparse.Namespace) -> Path | None:
+    """``--dir``, else the ``[models] dir`` of the config the other commands would read, else None (the default)."""
+    if getattr(args, "dir", None) is not None:
+        return Path(args.dir)
+    if not hasattr(args, "config"):
+        return None
+    from edgevoice.config import find_config
+
+    configured = find_config(args.config).models.dir
+    return Path(configured).expanduser() if configured else None
 
 
 def _print_verify(store: ModelStore, names: Sequence[str], json_mode: bool = False) -> int:
