@@ -101,3 +101,22 @@ def test_models_use_the_configs_models_directory(tmp_path: Path, capsys: pytest.
     assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path / "kiosk-models")
     assert cli.main(["models", "list", "--json", "--config", str(config), "--dir", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path)  # --dir first
+
+
+def test_run_reports_a_bad_config_as_an_error_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "edgevoice.toml"
+    config.write_text("[llm]\nthreads = 0\n")
+    assert cli.main(["run", "--json", "--config", str(config)]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert json.loads(out) == {
+        "error": {"code": "config_invalid", "message": "llm.threads = 0: must be between 1 and 64"}
+    }
+
+
+def test_say_as_json_with_the_real_voice(store: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "hello.wav"
+    assert cli.main(["say", "Hello there.", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["out"] == str(out) and out.stat().st_size > 44 and result["seconds"] > 0.3
+    assert result["sample_rate"] == 22050
