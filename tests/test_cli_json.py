@@ -120,3 +120,20 @@ def test_say_as_json_with_the_real_voice(store: object, tmp_path: Path, capsys: 
     result = json.loads(capsys.readouterr().out)
     assert result["out"] == str(out) and out.stat().st_size > 44 and result["seconds"] > 0.3
     assert result["sample_rate"] == 22050
+
+
+def test_bench_prints_its_report_as_json_and_its_table_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgevoice.bench import quality_report, venue_quality
+
+    quality = {"rows": [{"venue": "sample", "right_facts_percent": 80.0}], "items": []}
+    monkeypatch.setattr(venue_quality, "run_venues", lambda *_a, **_k: quality)  # the wiring, not the benchmark
+    monkeypatch.setattr(quality_report, "format_venues", lambda q: f"TABLE {q['rows'][0]['venue']}")
+    out = tmp_path / "report.json"
+    assert cli.main(["bench", "--quality", "--written-only", "--report", str(out), "--json"]) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out) == json.loads(out.read_text()) == quality
+    assert "TABLE sample" in printed.err and "TABLE" not in printed.out
+    assert cli.main(["bench", "--quality", "--written-only"]) == 0
+    assert capsys.readouterr().out.strip() == "TABLE sample"  # without --json: the table on stdout, as before
