@@ -9,6 +9,7 @@ service would write are its own. ``--print`` shows the effective configuration, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -106,7 +107,7 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
 
     keys = ["vad", "turn", "asr", "llm", "tts"] + (["embed"] if config.kiosk.semantic else [])
     for key in keys:
-        report.check(lambda key=key: model(key, getattr(m, key)))  # type: ignore[misc]
+        report.check(functools.partial(model, key, getattr(m, key)))
     return found.get("asr")
 
 
