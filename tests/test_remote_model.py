@@ -8,12 +8,14 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edgevoice.clock import ManualClock
 from edgevoice.config import config_from_dict
+from edgevoice.config_check import check_config, effective_config
 from edgevoice.engines.factory import hedged_model
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError
@@ -30,6 +32,7 @@ from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.trace import TurnTimeline
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.openai_fake import FakeChatServer
+from tests.test_config_check import good_config
 
 QUESTION = [ChatMessage("system", "You are a kiosk."), ChatMessage("user", "Where is the cafe?")]
 LOCAL_REPLY = "The local model says the cafe is upstairs."
@@ -402,3 +405,18 @@ def test_the_factory_builds_the_hedge_from_the_config(monkeypatch: pytest.Monkey
     monkeypatch.delenv("EDGEVOICE_TEST_KEY")
     with pytest.raises(ConfigError, match="EDGEVOICE_TEST_KEY"):
         hedged_model(config_from_dict({"llm": llm}), local_model())
+
+
+def test_config_check_reads_the_key_and_print_shows_where_it_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = {"backend": "openai", "base_url": "http://gpu:8080/v1", "api_key_env": "EDGEVOICE_TEST_KEY"}
+    monkeypatch.delenv("EDGEVOICE_TEST_KEY", raising=False)
+    config = good_config(tmp_path, llm=llm)
+    assert [e.message for e in check_config(config, devices=False).errors] == [
+        "llm.api_key_env = 'EDGEVOICE_TEST_KEY': that environment variable is not set"
+    ]
+    monkeypatch.setenv("EDGEVOICE_TEST_KEY", "sk-fleet")
+    assert check_config(config, devices=False).ok
+    printed = effective_config(config)["llm"]
+    assert printed["api_key_env"] == "EDGEVOICE_TEST_KEY" and "sk-fleet" not in json.dumps(printed)
