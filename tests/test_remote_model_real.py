@@ -1,8 +1,11 @@
 """The remote language model against a real OpenAI-compatible server: llama-cpp-python's, started on loopback with
-the default model, hedged with the real local model; then the server is stopped and the local model answers."""
+the default model: a streamed reply; a request it refuses with an HTTP error, which the real local model answers; a
+reply hedged with the local model, which the server answers; then the server is stopped and the local model
+answers."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +16,7 @@ import pytest
 from edgevoice.config import Config
 from edgevoice.engines.factory import resolve
 from edgevoice.engines.openai_remote import RemoteChatModel
+from edgevoice.errors import LanguageModelError
 from edgevoice.events import Answered, ChatMessage
 from edgevoice.interfaces import Engines
 from edgevoice.models.store import ModelStore
@@ -72,6 +76,17 @@ def test_a_real_server_answers_and_the_local_model_takes_over_when_it_is_gone(
     remote = RemoteChatModel(base_url, model="default", stall_s=60.0)
     pieces = list(remote.stream_reply(QUESTION, max_tokens=16))
     assert len(pieces) > 1 and "".join(pieces).strip()  # streamed, piece by piece
+
+    # A request the server refuses (top_p above 1; llama-cpp-python 0.3.36 answers HTTP 500): the local model answers.
+    refusing = RemoteChatModel(base_url, top_p=1.5, stall_s=60.0)
+    with pytest.raises(LanguageModelError) as refused:
+        list(refusing.stream_reply(QUESTION, max_tokens=16))
+    assert refused.value.code == "llm_remote_http" and re.search(r"HTTP [45]\d\d", refused.value.message)
+    hedged = HedgedModel(refusing, engines.llm, hedge_s=120.0)
+    text = "".join(hedged.stream_reply(QUESTION, max_tokens=16))
+    print(f"local, the server refusing: {text!r}")
+    assert text.strip() and hedged.answered_by == Answered("local", "llm_remote_http")
+    refusing.close()
 
     # A budget no loopback reply misses: the remote answers and the local model is never asked.
     hedged = HedgedModel(remote, engines.llm, hedge_s=120.0)
