@@ -73,6 +73,12 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
         from edgevoice.engines.openai_remote import read_api_key
 
         report.check(lambda: read_api_key(key_file=config.llm.api_key_file, key_env=config.llm.api_key_env))
+        if config.llm.hedge_ms >= 1000 * config.kiosk.reply_budget_s:
+            report.warnings.append(
+                f"llm.hedge_ms = {config.llm.hedge_ms} is not below kiosk.reply_budget_s = "
+                f"{config.kiosk.reply_budget_s}: when the server is slow, the fallback phrase comes before the local "
+                "model may answer"
+            )
     asr_path = _check_models(config, report)
     report.check(lambda: check_language(config, asr_path))
     if devices:

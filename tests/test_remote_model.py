@@ -417,6 +417,8 @@ def test_config_check_reads_the_key_and_print_shows_where_it_comes_from(
         "llm.api_key_env = 'EDGEVOICE_TEST_KEY': that environment variable is not set"
     ]
     monkeypatch.setenv("EDGEVOICE_TEST_KEY", "sk-fleet")
-    assert check_config(config, devices=False).ok
+    assert check_config(config, devices=False).ok and not check_config(config, devices=False).warnings
+    slow = good_config(tmp_path, llm=llm | {"hedge_ms": 5000})
+    assert [w for w in check_config(slow, devices=False).warnings if "llm.hedge_ms = 5000" in w]
     printed = effective_config(config)["llm"]
     assert printed["api_key_env"] == "EDGEVOICE_TEST_KEY" and "sk-fleet" not in json.dumps(printed)
