@@ -107,3 +107,31 @@ def test_the_ablation_flips_each_technique_from_the_configured_value_and_shows_o
     assert off[:4] == ["off", "1450", "1945", "900"] and off[-1] == f"{1450 / 1300:.2f}"
     spec_on, spec_off = (line.split() for line in lines[4:6])
     assert spec_on[3] == "1450" and spec_off[1] == "1800" and spec_off[-1] == f"{1800 / 1450:.2f}"
+
+
+def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_and_prints_the_table(
+    monkeypatch, capsys, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from edgevoice import cli
+    from edgevoice.bench import pipeline
+
+    ran: list[list[Variant]] = []
+    kiosk = word_kiosk()
+
+    def fake_run(config, models_dir, variants, *, turns, progress):  # type: ignore[no-untyped-def]
+        ran.append(list(variants))
+        rows = []
+        for i, variant in enumerate(variants):
+            result = SessionResult(turns=[turn("Where is the whale skeleton?", 500, 0)], speaker_side_s=[0.5 + i / 10])
+            rows.append(summarize(variant, result, kiosk) | {"ratio": 1.0 + i / 5})
+        return rows
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_run)
+    monkeypatch.chdir(tmp_path)  # no ./edgevoice.toml: the defaults
+    assert cli.main(["bench", "--pipeline", "--ablation", "tts.presynthesize", "--turns", "2"]) == 0
+    assert [v.overrides for v in ran[0]] == [{}, {"tts": {"presynthesize": False}}]
+    out = capsys.readouterr().out
+    assert "ablation: voice-to-voice with each technique on and off" in out
+    on, off = (line.split() for line in out.splitlines()[-3:-1])
+    assert on[:5] == ["presynthesized", "replies", "on", "500", "500"] and off[:3] == ["off", "600", "600"]
+    assert off[-1] == "1.20"
