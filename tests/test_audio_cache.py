@@ -275,3 +275,25 @@ def test_the_real_voice_plays_a_direct_answer_from_the_presynthesized_audio(stor
     assert calls == [] and voice.hits == len(run.pieces)  # no synthesis call at the commit
     reference = answer(responder(piper, k), DIRECT)
     assert np.array_equal(np.concatenate(played), np.concatenate(reference))
+
+
+def test_what_the_disk_holds_is_read_before_anything_waits_for_the_voice(tmp_path: Path) -> None:
+    replies = known_replies(kiosk())
+    first = Presynthesis(
+        CachedSynthesizer(TextVoice(), ReplyAudioCache(600.0, RATE), "v"), replies, max_sentences=2,
+        disk=DiskAudio(tmp_path, "v"),
+    )  # fmt: skip
+    first.run()
+    gone = first.pieces[0]  # the refusal's first clause: a changed wording, say
+    (tmp_path / DiskAudio(tmp_path, "v").name(gone)).unlink()
+    voice = TextVoice()
+    cached = CachedSynthesizer(voice, ReplyAudioCache(600.0, RATE), "v")
+    seen: list[int] = []
+
+    def idle() -> bool:  # asked only before the voice is: by then every piece on disk is in memory
+        seen.append(len(cached.cache))
+        return True
+
+    again = Presynthesis(cached, replies, max_sentences=2, disk=DiskAudio(tmp_path, "v"), idle=idle)
+    again.run()
+    assert seen == [len(first.pieces) - 1] and voice.texts == [gone] and again.from_disk == len(first.pieces) - 1

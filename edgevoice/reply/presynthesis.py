@@ -154,34 +154,40 @@ class Presynthesis:
         return self
 
     def run(self) -> None:
-        """Make every piece in the calling thread (what the thread runs; tests and benchmarks call it directly)."""
-        cache, voice_id = self.synthesizer.cache, self.synthesizer.voice_id
+        """Make every piece in the calling thread (what the thread runs; tests and benchmarks call it directly):
+        first what the disk holds (a restart: fractions of a second), then the rest with the voice, in order."""
+        missing = []
         for text in self.pieces:
             if self._stop.is_set():
                 return
+            chunks = self.disk.load(text) if self.disk is not None and not self.synthesizer.cached(text) else None
+            if chunks is None:
+                missing.append(text)
+                continue
+            self.from_disk += 1
+            if not self._keep(text, chunks):
+                return
+        for text in missing:
             if self.synthesizer.cached(text):
                 continue
-            chunks = self.disk.load(text) if self.disk is not None else None
-            if chunks is not None:
-                self.from_disk += 1
-            else:
-                if not self._wait_idle():
-                    return
-                made = self.synthesizer.remember(text, self._stop)
-                if made is None:
-                    return
-                self.synthesized += 1
-                if self.disk is not None:
-                    self.disk.save(text, made)
-                if self.synthesizer.cached(text):
-                    continue
-                chunks = list(made)  # it did not fit
-            if not cache.put(voice_id, text, chunks, evict=False):
-                self.full = True
-                log.info("presynthesis: the cache is full (%.0f s) after %d pieces", cache.seconds, len(cache))
+            if not self._wait_idle() or (made := self.synthesizer.remember(text, self._stop)) is None:
+                return
+            self.synthesized += 1
+            if self.disk is not None:
+                self.disk.save(text, made)
+            if not self.synthesizer.cached(text) and not self._keep(text, made):
                 return
         if self.disk is not None:
             self.disk.prune(self.pieces)
+
+    def _keep(self, text: str, chunks: Sequence[FloatAudio]) -> bool:
+        """Into the cache; False (and :attr:`full`) when it is full."""
+        cache = self.synthesizer.cache
+        if cache.put(self.synthesizer.voice_id, text, chunks, evict=False):
+            return True
+        self.full = True
+        log.info("presynthesis: the cache is full (%.0f s) after %d pieces", cache.seconds, len(cache))
+        return False
 
     def _wait_idle(self) -> bool:
         while self.idle is not None and not self.idle():
