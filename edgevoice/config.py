@@ -127,6 +127,15 @@ class TtsConfig:
     provider: Literal["cpu", "cuda"] = "cpu"
     """ONNX Runtime execution provider for the voice; "cuda" needs onnxruntime-gpu and falls back to the CPU (with
     a warning) where CUDA is not available."""
+    presynthesize: bool = True
+    """Synthesize the knowledge's answers and the refusal in the background after start-up, so that a direct answer
+    plays the moment its turn is committed (edgevoice/reply/presynthesis.py)."""
+    presynthesized_max_s: float = field(default=300.0, metadata=_rng(0.0, 3600.0))
+    """At most this many seconds of that audio in memory (22 kHz voices: about 88 kB a second); answers beyond it
+    are synthesized when asked, as without ``presynthesize``."""
+    presynthesized_dir: str = ""
+    """Where that audio is also kept on disk, so that a restart does not make it again; empty: $CACHE_DIRECTORY
+    (the service's), else ~/.cache/edgevoice/replies; "none": memory only."""
 
 
 @dataclass(frozen=True)

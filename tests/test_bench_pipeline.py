@@ -50,3 +50,88 @@ def test_each_turn_is_told_by_who_answered_it_and_the_models_turns_get_their_own
     row["ratio"] = 1.0
     table = format_pipeline([row])
     assert "model p50" in table and "950 (2)" in table
+
+
+def test_the_ablation_flips_each_technique_from_the_configured_value_and_shows_on_and_off_side_by_side() -> None:
+    import pytest
+
+    from edgevoice.bench.pipeline import TECHNIQUES, ablation_variants, format_ablation, technique
+    from edgevoice.errors import ConfigError
+
+    config = Config()
+    off_by_default = replace(config, tts=replace(config.tts, presynthesize=False))
+    presynth, speculative = technique("tts.presynthesize"), technique("endpointing.speculative_reply")
+    assert presynth in TECHNIQUES and technique("reply.stream_clauses").key == "reply.stream_clauses"
+    variants = ablation_variants(off_by_default, [presynth, speculative])
+    assert [v.overrides for v in variants] == [
+        {},
+        {"tts": {"presynthesize": True}},
+        {"endpointing": {"speculative_reply": False}},
+    ]
+    assert variants[1].name == "presynthesized replies on" and variants[2].name == "speculative reply off"
+    with pytest.raises(ConfigError, match="not a true/false key"):
+        ablation_variants(config, [technique("llm.threads")])
+    with pytest.raises(ConfigError, match=r"SECTION\.KEY"):
+        technique("presynthesize")
+
+    kiosk = word_kiosk()
+
+    def row(name: str, direct_ms: float, model_ms: float) -> dict[str, object]:
+        result = SessionResult(
+            turns=[
+                {
+                    **turn("Where is the whale skeleton?", direct_ms, 0),
+                    "stages_ms": {
+                        "recognition": 5.0,
+                        "first_token": 1.0,
+                        "first_clause": 0.0,
+                        "synthesis": direct_ms / 10,
+                    },
+                },
+                turn("Where do I drop off my jacket?", model_ms, 300),
+            ],
+            speaker_side_s=[direct_ms / 1000, model_ms / 1000],
+        )
+        return summarize(Variant(name, {}), result, kiosk)
+
+    rows = [
+        row("configured", 900, 2000),
+        row("presynthesized replies on", 600, 2000),
+        row("speculative reply off", 1000, 2600),
+    ]
+    assert rows[1]["direct_speaker_side_p50_ms"] == 600.0 and rows[1]["direct_commit_to_audio_p50_ms"] == 66.0
+    lines = format_ablation(rows, [presynth, speculative], off_by_default).splitlines()
+    on, off = (line.split() for line in lines[2:4])
+    # presynthesis is off in this configuration: the flipped row is its "on", the configured row its "off"
+    assert on[:7] == ["presynthesized", "replies", "on", "1300", "1930", "600", "66"]
+    assert off[:4] == ["off", "1450", "1945", "900"] and off[-1] == f"{1450 / 1300:.2f}"
+    spec_on, spec_off = (line.split() for line in lines[4:6])
+    assert spec_on[3] == "1450" and spec_off[1] == "1800" and spec_off[-1] == f"{1800 / 1450:.2f}"
+
+
+def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_and_prints_the_table(
+    monkeypatch, capsys, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from edgevoice import cli
+    from edgevoice.bench import pipeline
+
+    ran: list[list[Variant]] = []
+    kiosk = word_kiosk()
+
+    def fake_run(config, models_dir, variants, *, turns, progress):  # type: ignore[no-untyped-def]
+        ran.append(list(variants))
+        rows = []
+        for i, variant in enumerate(variants):
+            result = SessionResult(turns=[turn("Where is the whale skeleton?", 500, 0)], speaker_side_s=[0.5 + i / 10])
+            rows.append(summarize(variant, result, kiosk) | {"ratio": 1.0 + i / 5})
+        return rows
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_run)
+    monkeypatch.chdir(tmp_path)  # no ./edgevoice.toml: the defaults
+    assert cli.main(["bench", "--pipeline", "--ablation", "tts.presynthesize", "--turns", "2"]) == 0
+    assert [v.overrides for v in ran[0]] == [{}, {"tts": {"presynthesize": False}}]
+    out = capsys.readouterr().out
+    assert "ablation: voice-to-voice with each technique on and off" in out
+    on, off = (line.split() for line in out.splitlines()[-3:-1])
+    assert on[:5] == ["presynthesized", "replies", "on", "500", "500"] and off[:3] == ["off", "600", "600"]
+    assert off[-1] == "1.20"

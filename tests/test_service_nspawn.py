@@ -276,7 +276,8 @@ def test_a_turn_is_answered_and_journaled_with_latencies_and_no_audio_on_disk(
     # recognition may be 0 when the speculative decode was done at the endpoint, the LLM when answered directly)
     assert latency > 0 and min(stages.values()) >= 0
     assert abs(sum(stages.values()) - latency) <= 0.1 * len(stages), (latency, stages)
-    assert "REPLY_LLM_MS" in record and "REPLY_TTS_MS" in record and float(record["REPLY_TTS_MS"]) > 0
+    # (the synthesizer's time is 0 for a reply played from the presynthesized audio, [tts] presynthesize)
+    assert "REPLY_LLM_MS" in record and "REPLY_TTS_MS" in record and float(record["REPLY_TTS_MS"]) >= 0
     assert record["MESSAGE"].startswith(f"turn {turn}: voice-to-voice ")
     assert "TRANSCRIPT" not in record and "REPLY" not in record  # [debug] log_transcripts is off
     assert record["SYSLOG_IDENTIFIER"] == "edgevoice" and record["PRIORITY"] == "6"

@@ -40,6 +40,15 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a configuration variant for --pipeline, e.g. 'endpointing.silence_ms=300' or "
         "'llm.threads=1,asr.threads=1' (repeatable)",
     )
+    parser.add_argument(
+        "--ablation",
+        nargs="*",
+        default=None,
+        metavar="SECTION.KEY",
+        help="with --pipeline: the configuration, then each latency technique switched the other way, and a table of "
+        "each on and off side by side (default: every technique in edgevoice/bench/pipeline.py TECHNIQUES; or the "
+        "true/false keys named, e.g. tts.presynthesize)",
+    )
     parser.add_argument("--turns", type=int, default=4, help="utterances per configuration with --pipeline")
     parser.add_argument(
         "--quality",
@@ -111,12 +120,21 @@ def run_bench(args: argparse.Namespace) -> int:
         report["engines"] = result.as_dict()
         human(format_engines(result), json_mode=args.json)
     if args.pipeline:
-        from edgevoice.bench.pipeline import DEFAULT_VARIANTS, format_pipeline, run_pipeline
+        from edgevoice.bench import pipeline as bench
 
-        variants = [DEFAULT_VARIANTS[0], *(parse_variant(v) for v in args.compare)] if args.compare else None
-        rows = run_pipeline(config, store.models_dir, variants or DEFAULT_VARIANTS, turns=args.turns, progress=progress)
+        techniques = None
+        if args.ablation is not None:
+            techniques = [bench.technique(key) for key in args.ablation] if args.ablation else list(bench.TECHNIQUES)
+            variants = bench.ablation_variants(config, techniques)
+        elif args.compare:
+            variants = [bench.DEFAULT_VARIANTS[0], *(parse_variant(v) for v in args.compare)]
+        else:
+            variants = list(bench.DEFAULT_VARIANTS)
+        rows = bench.run_pipeline(config, store.models_dir, variants, turns=args.turns, progress=progress)
         report["pipeline"] = rows
-        human(format_pipeline(rows), json_mode=args.json)
+        human(bench.format_pipeline(rows), json_mode=args.json)
+        if techniques is not None:
+            human("\n" + bench.format_ablation(rows, techniques, config), json_mode=args.json)
     if args.quality and not args.full:
         from edgevoice.bench.quality_report import format_venues
         from edgevoice.bench.venue_quality import VenueOptions, run_venues

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgevoice.config import Config, load_config
 from edgevoice.config_file import Overrides, write_config
+from edgevoice.errors import ConfigError
 from edgevoice.trace import percentile
 
 if TYPE_CHECKING:
@@ -33,6 +34,55 @@ if TYPE_CHECKING:
 class Variant:
     name: str
     overrides: Overrides
+
+
+@dataclass(frozen=True)
+class Technique:
+    """A latency technique switched by one boolean config key (``section.key``): the ablation runs the pipeline with
+    it flipped from the configured value, beside the configuration itself."""
+
+    name: str
+    key: str
+    """``section.key``, e.g. ``tts.presynthesize``."""
+
+    def value(self, config: Config) -> bool:
+        section, _, key = self.key.partition(".")
+        value = getattr(getattr(config, section, None), key, None)
+        if not isinstance(value, bool):
+            raise ConfigError(f"--ablation {self.key}: not a true/false key of the configuration")
+        return value
+
+    def flipped(self, config: Config) -> Variant:
+        """The configuration with this technique switched the other way."""
+        on = self.value(config)
+        section, _, key = self.key.partition(".")
+        return Variant(f"{self.name} {'off' if on else 'on'}", {section: {key: not on}})
+
+
+TECHNIQUES = (
+    Technique("presynthesized replies", "tts.presynthesize"),
+    Technique("speculative reply", "endpointing.speculative_reply"),
+    Technique("direct answers", "kiosk.direct_answers"),
+)
+"""What `edgevoice bench --pipeline --ablation` switches, one at a time: the reply audio made ahead of time, the
+reply begun at the pause, and the knowledge's answers spoken without the model. A new technique with a switch adds
+one line here (or is named on the command line: ``--ablation section.key``)."""
+
+
+def technique(key: str) -> Technique:
+    """The technique switched by ``key`` (``section.key``): one of :data:`TECHNIQUES`, else one named by its key."""
+    for known in TECHNIQUES:
+        if known.key == key:
+            return known
+    section, dot, name = key.partition(".")
+    if not dot or not section or not name:
+        raise ConfigError(f"--ablation {key!r}: expected SECTION.KEY (a true/false key)")
+    return Technique(key, key)
+
+
+def ablation_variants(config: Config, techniques: Sequence[Technique] = TECHNIQUES) -> list[Variant]:
+    """The configuration as it is, then each technique flipped."""
+    return [Variant("configured", {}), *(t.flipped(config) for t in techniques)]
 
 
 DEFAULT_VARIANTS = (
@@ -95,6 +145,8 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
     measured = [t for t in per_turn if t["speaker_side_ms"] is not None]
     speaker = [float(t["speaker_side_ms"]) for t in measured]
     model = [float(t["speaker_side_ms"]) for t in measured if t["answered_by"] == "model"]
+    direct = [float(t["speaker_side_ms"]) for t in measured if t["answered_by"] == "direct"]
+    direct_commit = [c for t in per_turn if t["answered_by"] == "direct" and (c := _commit_to_audio(t)) is not None]
     trace = [float(str(t["voice_to_voice_ms"])) for t in per_turn if t["voice_to_voice_ms"] is not None]
     stages: dict[str, list[float]] = {}
     for t in per_turn:
@@ -108,11 +160,25 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
         "speaker_side_p95_ms": _round(percentile(speaker, 95)),
         "model_turns": sum(t["answered_by"] == "model" for t in per_turn),
         "model_speaker_side_p50_ms": _round(percentile(model, 50)),
+        "direct_turns": sum(t["answered_by"] == "direct" for t in per_turn),
+        "direct_speaker_side_p50_ms": _round(percentile(direct, 50)),
+        "direct_commit_to_audio_p50_ms": _round(percentile(direct_commit, 50)),
         "trace_p50_ms": _round(percentile(trace, 50)),
         "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
         "output_underruns": result.stopped.get("output_underruns"),
         "per_turn": per_turn,
     }
+
+
+COMMIT_TO_AUDIO = ("recognition", "first_token", "first_clause", "synthesis")
+"""The stages from the commit to the reply's first synthesized audio (:data:`edgevoice.trace.STAGES`)."""
+
+
+def _commit_to_audio(turn: dict[str, Any]) -> float | None:
+    stages = turn["stages_ms"]
+    if not all(stage in stages for stage in COMMIT_TO_AUDIO):
+        return None
+    return sum(float(stages[stage]) for stage in COMMIT_TO_AUDIO)
 
 
 def _kiosk(config: Config) -> Kiosk:
@@ -142,4 +208,35 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
             f"{fmt(r['ratio']):>8}{model:>11}{fmt(r['trace_p50_ms']):>11}  {stages}"
         )
     lines.append("model p50: the turns the language model answered (their count in brackets)")
+    return "\n".join(lines)
+
+
+def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Technique], config: Config) -> str:
+    """Each technique on and off side by side: the configured row (``rows[0]``) and the row with that technique
+    flipped (``rows[1:]``, in the order of ``techniques``). Columns: all turns' p50 and p95 on the speaker side,
+    the direct answers' and the model's p50, and the off/on ratio of the p50."""
+
+    def fmt(v: object) -> str:
+        return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
+
+    lines = [
+        "ablation: voice-to-voice with each technique on and off (speaker side, ms; one run, same machine)",
+        f"{'technique':<26}{'':>4}{'p50':>8}{'p95':>8}{'direct p50':>12}{'commit>audio':>14}{'model p50':>11}"
+        f"{'off/on':>8}",
+    ]
+    for t, flipped in zip(techniques, rows[1:], strict=True):
+        on, off = (rows[0], flipped) if t.value(config) else (flipped, rows[0])
+        for label, row in (("on", on), ("off", off)):
+            ratio = ""
+            if label == "off" and on["speaker_side_p50_ms"] and off["speaker_side_p50_ms"] is not None:
+                ratio = f"{off['speaker_side_p50_ms'] / on['speaker_side_p50_ms']:.2f}"
+            lines.append(
+                f"{t.name if label == 'on' else '':<26}{label:>4}{fmt(row['speaker_side_p50_ms']):>8}"
+                f"{fmt(row['speaker_side_p95_ms']):>8}{fmt(row['direct_speaker_side_p50_ms']):>12}"
+                f"{fmt(row['direct_commit_to_audio_p50_ms']):>14}{fmt(row['model_speaker_side_p50_ms']):>11}{ratio:>8}"
+            )
+    lines.append(
+        "direct p50: the turns answered with an entry's own words; commit>audio: their commit to first synthesized "
+        "audio (recognition, first token, first clause, synthesis)"
+    )
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -9,11 +10,12 @@ from typing import TYPE_CHECKING
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, ModelMissingError
-from edgevoice.interfaces import Engines
+from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
 from edgevoice.models.store import ModelStore
+from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
 if TYPE_CHECKING:
     from edgevoice.engines.minilm import MiniLmEmbedder
@@ -115,6 +117,8 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
         for engine in loaded:
             getattr(engine, "close", lambda: None)()
         raise
+    if config.tts.presynthesize:
+        tts = cached_voice(tts, config, voice_id(store, (onnx, voice_config), tts.settings))  # type: ignore[arg-type,attr-defined]
     return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times  # type: ignore[arg-type]
 
 
@@ -136,6 +140,28 @@ def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
     )
     log.info("language model: %s, hedged with the local model after %d ms", c.base_url, c.hedge_ms)
     return HedgedModel(remote, local, hedge_s=c.hedge_ms / 1000, first_clause_words=FIRST_CLAUSE_WORDS)
+
+
+def cached_voice(voice: Synthesizer, config: Config, voice_id: str) -> CachedSynthesizer:
+    """``voice`` in front of a cache of audio made ahead of time (``[tts] presynthesize``), bounded by
+    ``[tts] presynthesized_max_s``."""
+    cache = ReplyAudioCache(config.tts.presynthesized_max_s, voice.sample_rate)
+    return CachedSynthesizer(voice, cache, voice_id)
+
+
+def voice_id(store: ModelStore, files: tuple[Path, ...], settings: str) -> str:
+    """A name for a voice and its settings (the key of its cached audio): the checksums of its files (the
+    manifest's, for an installed model; else hashed now) and ``settings``."""
+    digest = hashlib.sha256()
+    for path in files:
+        handed = store.handed_out.get(path)
+        if handed is not None:
+            digest.update(handed[1].sha256.encode())
+        else:
+            with path.open("rb") as fh:
+                digest.update(hashlib.file_digest(fh, "sha256").hexdigest().encode())
+    digest.update(settings.encode())
+    return digest.hexdigest()[:32]
 
 
 def load_turn_model(config: Config, store: ModelStore | None = None) -> object:

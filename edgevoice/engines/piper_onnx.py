@@ -112,6 +112,15 @@ class PiperSynthesizer:
         with _ESPEAK_LOCK:
             return EspeakPhonemizer()
 
+    @property
+    def settings(self) -> str:
+        """Everything besides the voice's files that decides the audio of a text (for caching it): the sampling and
+        speed scales, the pause between sentences, the espeak voice and the pronunciation fixes."""
+        scales = ",".join(f"{v:.6g}" for v in self._scales.tolist())
+        fixes = ";".join(f"{k}>{v}" for k, v in sorted(_PRONUNCIATION.items()))
+        voice = f"rate={self.sample_rate} espeak={self._config.espeak_voice}"
+        return f"scales={scales} silence={len(self._silence)} {voice} fixes={fixes}"
+
     def phonemize(self, text: str) -> list[list[str]]:
         """Phonemes grouped by sentence (English: with :func:`fix_pronunciation`)."""
         with _ESPEAK_LOCK:

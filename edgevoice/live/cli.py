@@ -26,6 +26,8 @@ from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.models.recheck import BackgroundRecheck
+from edgevoice.reply.audio_cache import CachedSynthesizer
+from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.trace import TurnTimeline
 
@@ -81,6 +83,14 @@ def start_metrics(config: Config) -> MetricsExporter | None:
     if not listen and not m.textfile:
         return None
     return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)
+
+
+def presynthesized(voice: object) -> dict[str, object]:
+    """The stopped record's count of clauses played from the presynthesized audio and of those synthesized when
+    asked (none without ``[tts] presynthesize``)."""
+    if not isinstance(voice, CachedSynthesizer):
+        return {}
+    return {"presynthesized_clauses": voice.hits, "synthesized_clauses": voice.misses}
 
 
 def run_live(config: Config, *, json_lines: bool = False) -> int:
@@ -148,9 +158,19 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     recheck = BackgroundRecheck(
         store, on_error=lambda exc: stop.set(), idle=lambda: live is not None and live.loop.idle()
     )
+    presynthesis: Presynthesis | None = None
     try:
         assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
         assistant.warm_up()
+        if isinstance(voice := loaded.synthesizer, CachedSynthesizer):
+            # the known replies' audio, made while nobody speaks, so that they play the moment a turn is committed
+            presynthesis = Presynthesis(
+                voice,
+                known_replies(assistant.kiosk),
+                max_sentences=config.kiosk.max_sentences,
+                disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
+                idle=lambda: live is not None and live.loop.idle(),
+            )
         live = LiveAssistant(
             config,
             engines,
@@ -180,6 +200,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 load_ms,
             )
             recheck.start()
+            if presynthesis is not None:
+                presynthesis.start()
             live.watch(stop, on_tick=monitor.tick)
             monitor.stopping()
             t_stop = time.perf_counter()
@@ -194,10 +216,13 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 "barge_ins": live.loop.barge_ins,
                 "speaker_pauses": live.loop.gate.pauses if live.loop.gate is not None else 0,
                 "false_barge_ins": live.loop.false_barge_ins,
+                **presynthesized(loaded.synthesizer),
             }
         )
     finally:
         recheck.close()
+        if presynthesis is not None:
+            presynthesis.close()
         if live is None or live.threads_stopped:
             getattr(turn_model, "close", lambda: None)()
             loaded.close()
