@@ -225,11 +225,20 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
+        from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
+
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
-            data = path.read_bytes()
+            with path.open("rb") as f:
+                data = f.read(MAX_KNOWLEDGE_BYTES + 1)  # a larger file is refused without reading it whole
         except OSError as exc:
             raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc
+        if len(data) > MAX_KNOWLEDGE_BYTES:
+            size = path.stat().st_size
+            raise ConfigError(
+                f"kiosk.knowledge_file = {str(path)!r}: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed "
+                "(keep the facts visitors ask about, or split the venue)"
+            )
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -83,7 +83,8 @@ def test_unit_runs_the_packaged_config_and_models_as_a_notify_service_with_a_wat
     assert f"EDGEVOICE_MODELS_DIR={SYSTEM_MODELS_DIR}" in s["Environment"][0].split()
     assert s["WatchdogSec"] == ["10"] and s["Restart"] == ["on-failure"] and s["RestartPreventExitStatus"] == ["2"]
     assert s["User"] == ["edgevoice"] and s["SupplementaryGroups"] == ["audio"]
-    assert s["StateDirectory"] == ["edgevoice/debug"]  # the only place the service may write (debug recorder)
+    assert s["StateDirectory"] == ["edgevoice/debug"]  # where the service may write: the debug recorder's files,
+    assert s["CacheDirectory"] == ["edgevoice"]  # and the knowledge's embeddings
     for key in ("PrivateNetwork", "ProtectHome", "NoNewPrivileges", "MemoryDenyWriteExecute"):
         assert s[key] == ["yes"], key
     assert s["ProtectSystem"] == ["strict"] and s["DevicePolicy"] == ["closed"] and s["MemoryMax"] == ["2G"]

@@ -27,6 +27,8 @@ from edgevoice import data
 from edgevoice.errors import ConfigError
 
 __all__ = [
+    "MAX_ENTRIES",
+    "MAX_KNOWLEDGE_BYTES",
     "MAX_LINE_CHARS",
     "Entry",
     "compile_knowledge",
@@ -41,6 +43,17 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_CHARS = 2000
 """The longest line (or TOML question or answer) a knowledge text may have: a fact is a sentence or two."""
+
+MAX_KNOWLEDGE_BYTES = 2_000_000
+"""The largest knowledge text (UTF-8 bytes): about 20,000 short facts, more than :data:`MAX_ENTRIES` allows."""
+
+MAX_ENTRIES = 10_000
+"""The most entries a knowledge text may have. Each is embedded once (then kept in the embedding cache): 10,000
+entries take several minutes on two cores at the first start, about 45 MB of vectors, and grounding a question
+over them stays within a few tens of milliseconds (``python -m edgevoice.bench.knowledge_size``)."""
+
+MAX_DUPLICATE_WARNINGS = 10
+"""At most this many conflicting duplicates are listed one by one; the rest are counted."""
 
 CHARS_PER_TOKEN = 4.0
 """English text in the Qwen2.5 tokenizer: about four characters a token."""
@@ -88,12 +101,28 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
 
     A text that cannot be read as entries raises a :class:`ConfigError` naming ``source`` (where the text comes
     from) and the line. A question answered twice, differently, is a warning: appended to ``warnings`` when given,
-    else logged."""
+    else logged. A text over :data:`MAX_KNOWLEDGE_BYTES` or :data:`MAX_ENTRIES` entries is refused, the limit
+    named."""
     try:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_KNOWLEDGE_BYTES:
+            raise ConfigError(
+                f"knowledge: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed (keep the facts visitors ask "
+                "about, or split the venue)"
+            )
         entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+        if len(entries) > MAX_ENTRIES:
+            raise ConfigError(
+                f"knowledge: {len(entries):,} entries; at most {MAX_ENTRIES:,} are allowed (keep the facts visitors "
+                "ask about, or split the venue)"
+            )
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
-    for warning in duplicate_questions(entries):
+    duplicates = duplicate_questions(entries)
+    if len(duplicates) > MAX_DUPLICATE_WARNINGS:
+        more = len(duplicates) - MAX_DUPLICATE_WARNINGS
+        duplicates = [*duplicates[:MAX_DUPLICATE_WARNINGS], f"knowledge: {more} more questions are answered two ways"]
+    for warning in duplicates:
         warning = f"{source}: {warning.removeprefix('knowledge: ')}"
         if warnings is None:
             log.warning("%s", warning)
