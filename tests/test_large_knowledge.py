@@ -3,6 +3,7 @@ share its words, and (marked ``models``) a 5,000-entry file that loads, is cache
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -115,3 +116,15 @@ def test_a_5000_entry_file_loads_from_the_cache_and_answers(tmp_path: Path) -> N
             assert grounding.known and grounding.entries[0] == where
             assert answer is None or grounding.direct == answer
     print("grounding: " + ", ".join(f"{t:.0f} ms" for t in timings))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n", "# Facts\n\n<!-- to do -->\n"])
+def test_a_knowledge_without_facts_is_a_loud_warning(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    assert cli.main(["config", "--config", str(_config(tmp_path, text.encode()))]) == 0
+    captured = capsys.readouterr()
+    assert "1 warning" in captured.out and "venue.md': no facts in it" in captured.err
+    with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.knowledge"):
+        kiosk = Kiosk(sample_persona(), text, knowledge_source="kiosk.knowledge_file = 'venue.md'")
+    assert "venue.md': no facts in it" in caplog.text and not kiosk.ground("Where is the cafe?").known

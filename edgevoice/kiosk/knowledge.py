@@ -100,9 +100,9 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
     """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line).
 
     A text that cannot be read as entries raises a :class:`ConfigError` naming ``source`` (where the text comes
-    from) and the line. A question answered twice, differently, is a warning: appended to ``warnings`` when given,
-    else logged. A text over :data:`MAX_KNOWLEDGE_BYTES` or :data:`MAX_ENTRIES` entries is refused, the limit
-    named."""
+    from) and the line. A text without a single fact, and a question answered twice, differently, are warnings:
+    appended to ``warnings`` when given, else logged. A text over :data:`MAX_KNOWLEDGE_BYTES` or :data:`MAX_ENTRIES`
+    entries is refused, the limit named."""
     try:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_KNOWLEDGE_BYTES:
@@ -119,6 +119,11 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
     duplicates = duplicate_questions(entries)
+    if not entries:
+        duplicates = [
+            'knowledge: no facts in it: every question will be answered "I don\'t know" (write one '
+            "'Question? Answer.' per line; see docs/knowledge.md)"
+        ]
     if len(duplicates) > MAX_DUPLICATE_WARNINGS:
         more = len(duplicates) - MAX_DUPLICATE_WARNINGS
         duplicates = [*duplicates[:MAX_DUPLICATE_WARNINGS], f"knowledge: {more} more questions are answered two ways"]
