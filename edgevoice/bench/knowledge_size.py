@@ -60,7 +60,7 @@ def synthetic_knowledge(n: int, seed: int = 7) -> tuple[str, list[str]]:
             questions += [f"How much is the {place} tour?", f"What does the {place[:-1]} tour cost?"]
         else:
             lines.append(f"Who runs the {place}? The {place} is run by {name()} {name()}.")
-            questions += [f"Who is in charge of the {place}?", "Can I bring my dog?"]
+            questions += [f"Who is in charge of the {place}?", f"Can I bring my dog to the {place}?"]
     rng.shuffle(questions)
     return "\n".join(lines) + "\n", questions
 
@@ -72,7 +72,7 @@ def percentile(values: list[float], share: float) -> float:
 
 def bench(n: int, questions: int, embedder: object, phonemize: object, cache: Path) -> None:
     text, asked = synthetic_knowledge(n)
-    asked = (asked * (1 + questions // max(1, len(asked))))[:questions]
+    asked = asked[:questions]  # each once: a question grounded again reuses its embedding
     started = time.perf_counter()
     entries = parse_knowledge(text, warnings=[])
     parse_s = time.perf_counter() - started
@@ -116,6 +116,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     embedder = None if args.words_only else load_embedder(Config())
     phonemize = None if args.words_only else load_phonemizer()
+    if embedder is not None and phonemize is not None:  # first calls pay one-time costs: not the knowledge's
+        embedder.embed(["Where is the cafe?"])
+        phonemize("Where is the cafe?")
     for n in args.entries:
         with tempfile.TemporaryDirectory(prefix="edgevoice-bench-") as cache:
             bench(n, args.questions, embedder, phonemize, Path(cache))

@@ -83,11 +83,12 @@ class SemanticIndex:
             vectors = stored.embed(embedder, texts)
         else:
             vectors = embedder.embed(texts)
-        self.questions = vectors[:n]
+        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.questions = self._vectors[:n]
         """Each entry's question (its answer when it has none), embedded."""
-        self.with_answers = vectors[n : 2 * n]
+        self.with_answers = self._vectors[n : 2 * n]
         """Each entry's question, answer and keywords, embedded."""
-        self.answers = vectors[2 * n :]
+        self.answers = self._vectors[2 * n :]
         """Each entry's answer alone, embedded."""
         self.own_relevance = np.sum(self.questions * self.answers, axis=1)
         """How close each entry's answer is to its own question (1.0 for an entry without a question)."""
@@ -116,5 +117,10 @@ class SemanticIndex:
         answer), and its relevance to the entry's answer: its cosine with the answer less that of the entry's own
         question (0 or more: the answer fits it at least as well as the question it was written for)."""
         vector = self.embed_question(question)
-        similarity = np.maximum(self.questions @ vector, self.with_answers @ vector)
-        return similarity, self.answers @ vector - self.own_relevance
+        n = len(self.questions)
+        # one product for the three kinds of text; einsum rather than BLAS: a matrix-vector product this small gains
+        # nothing from BLAS threads, and they wait for busy cores (68 ms instead of 0.6 ms at 5,000 entries on two
+        # loaded cores)
+        cosines = np.einsum("ij,j->i", self._vectors, vector)
+        similarity = np.maximum(cosines[:n], cosines[n : 2 * n])
+        return similarity, cosines[2 * n :] - self.own_relevance
