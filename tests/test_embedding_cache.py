@@ -134,6 +134,27 @@ def test_concurrent_writers_leave_a_whole_file(tmp_path: Path) -> None:
     np.testing.assert_array_equal(vectors[1], embedder.vector(TEXTS[1]))
 
 
+class FailingEmbedder(HashEmbedder):
+    """Fails on its third call: a start cut short."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(self.embedded) >= 4:
+            raise KeyboardInterrupt
+        return super().embed(texts)
+
+
+def test_a_start_cut_short_keeps_what_it_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding_cache, "CHUNK", 2)
+    monkeypatch.setattr(embedding_cache, "CHECKPOINT_SECONDS", 0.0)
+    texts = [f"text {i}" for i in range(6)]
+    with pytest.raises(KeyboardInterrupt):
+        EmbeddingCache(tmp_path, "hash-encoder v1").embed(FailingEmbedder(), texts)
+    resumed = HashEmbedder()
+    vectors = EmbeddingCache(tmp_path, resumed.identity).embed(resumed, texts)
+    assert resumed.embedded == ["text 4", "text 5"]  # the first two calls' four texts were kept
+    np.testing.assert_array_equal(vectors[0], resumed.vector("text 0"))
+
+
 def test_the_file_keeps_at_most_max_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embedding_cache, "MAX_ROWS", 5)
     embedder = HashEmbedder()

@@ -6,6 +6,9 @@ encoder (``<dir>/<encoder hash>.npz``: the texts' keys and their vectors); a tex
 encoder's identity (its name and the checksum of its weights) and the text as embedded, so an edited entry, or the
 same entry under another encoder, is embedded again and an unchanged one never is.
 
+A first start on a large file embeds for minutes: what is embedded is written every :data:`CHECKPOINT_SECONDS`, so a
+start cut short (systemd's start timeout, a power cut) resumes where it stopped instead of starting again.
+
 The file is written whole to a temporary file beside it and renamed over it: a reader sees the old file or the new
 one, never a part, and two kiosks writing at once leave one complete file (the last). A file that cannot be read (cut
 short, not an archive, the wrong shapes) is a warning, not an error: its vectors are embedded again and it is
@@ -19,6 +22,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +40,11 @@ Floats = npt.NDArray[np.float32]
 MAX_ROWS = 40_000
 """At most this many vectors are kept in one file (about 60 MB at 384 dimensions): the current knowledge's first,
 then those of earlier versions (a kiosk switched back to yesterday's file embeds nothing either)."""
+
+CHUNK = 256
+"""Texts embedded between two looks at the clock."""
+CHECKPOINT_SECONDS = 20.0
+"""While embedding, what is done is written at least this often."""
 
 _KEY = np.dtype("S32")
 
@@ -68,8 +77,9 @@ class EmbeddingCache:
         return hashlib.sha256(f"{self.encoder}\0{text}".encode()).digest()
 
     def embed(self, embedder: _Embedder, texts: Sequence[str]) -> Floats:
-        """The embeddings of ``texts`` (one row each), from the cache where it has them, else from ``embedder`` (in
-        one call, each distinct text once); the file is rewritten when anything new was embedded."""
+        """The embeddings of ``texts`` (one row each), from the cache where it has them, else from ``embedder`` (each
+        distinct text once, :data:`CHUNK` to a call); the file is rewritten when anything new was embedded, and
+        every :data:`CHECKPOINT_SECONDS` while embedding."""
         with self._lock:
             keys = [self.key(t) for t in texts]
             stored_keys, stored = self._read()
@@ -77,7 +87,17 @@ class EmbeddingCache:
             missing = list(dict.fromkeys(k for k in keys if k not in row_of))
             self.misses, self.hits = len(missing), len(set(keys)) - len(missing)
             text_of = dict(zip(keys, texts, strict=True))
-            fresh = np.asarray(embedder.embed([text_of[k] for k in missing]), dtype=np.float32) if missing else stored
+            if missing:
+                log.info("embedding %d knowledge texts (kept in %s for the next start)", len(missing), self.path)
+            parts: list[Floats] = []
+            last_write = time.monotonic()
+            for start in range(0, len(missing), CHUNK):
+                part = missing[start : start + CHUNK]
+                parts.append(np.asarray(embedder.embed([text_of[k] for k in part]), dtype=np.float32))
+                if start + CHUNK < len(missing) and time.monotonic() - last_write >= CHECKPOINT_SECONDS:
+                    self._write(missing[: start + len(part)], np.concatenate(parts), stored_keys, stored)
+                    last_write = time.monotonic()
+            fresh = np.concatenate(parts) if parts else stored
             fresh_row = {k: i for i, k in enumerate(missing)}
             out = np.zeros((len(texts), fresh.shape[1] if len(fresh) else 1), dtype=np.float32)
             for row, k in enumerate(keys):
