@@ -198,7 +198,7 @@ def _clean(text: str) -> str:
 
 
 def _emphasised(match: re.Match[str]) -> str:
-    return next(group for group in match.groups() if group is not None)
+    return match.group(match.lastindex or 0)  # the one alternative that matched: its group is the last that did
 
 
 def _parse_markdown(text: str) -> list[Entry]:
@@ -214,12 +214,17 @@ def _parse_markdown(text: str) -> list[Entry]:
 
     in_code = False
     lines = text.splitlines()
-    for number, raw in enumerate(lines, 1):
-        _check_length(raw, f"line {number}")
+    if lines and max(map(len, lines)) > MAX_LINE_CHARS:
+        for number, raw in enumerate(lines, 1):
+            _check_length(raw, f"line {number}")
     number = 0
     while number < len(lines):
         line = lines[number].strip()
         number += 1
+        if not line:
+            if paragraph:
+                flush()
+            continue
         if line.startswith("```"):
             in_code = not in_code
         if not in_code and "|" in line and number < len(lines) and _is_table_rule(lines[number]):
