@@ -82,7 +82,7 @@ def _save(path: Path, **arrays: np.ndarray) -> None:
     [
         lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),  # cut short
         lambda p: p.write_bytes(b"not an archive at all"),
-        lambda p: _save(p, keys=np.zeros(2, "S32"), vectors=np.zeros((3, 8), np.float32)),
+        lambda p: _save(p, keys=np.zeros((2, 32), np.uint8), vectors=np.zeros((3, 8), np.float32)),
     ],
     ids=["truncated", "garbage", "mismatched-shapes"],
 )
@@ -163,7 +163,17 @@ def test_the_file_keeps_at_most_max_rows(tmp_path: Path, monkeypatch: pytest.Mon
     cache.embed(embedder, [f"new {i}" for i in range(3)])
     with np.load(cache.path) as archive:
         assert len(archive["keys"]) == 5  # the three current texts first, then two of the earlier ones
-        assert set(archive["keys"][:3].tolist()) == {cache.key(f"new {i}") for i in range(3)}
+        assert {row.tobytes() for row in archive["keys"][:3]} == {cache.key(f"new {i}") for i in range(3)}
+
+
+def test_keys_ending_in_zero_bytes_are_found_again(tmp_path: Path) -> None:
+    texts = [f"text {i}" for i in range(1500)]
+    cache = EmbeddingCache(tmp_path, "hash-encoder v1")
+    assert sum(cache.key(t).endswith(b"\0") for t in texts) > 1  # 1 in 256 digests
+    cache.embed(HashEmbedder(), texts)
+    again = EmbeddingCache(tmp_path, "hash-encoder v1")
+    again.embed(HashEmbedder(), texts)
+    assert (again.hits, again.misses) == (1500, 0)
 
 
 def test_the_kiosk_reuses_its_entries_embeddings(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ CHUNK = 256
 CHECKPOINT_SECONDS = 20.0
 """While embedding, what is done is written at least this often."""
 
-_KEY = np.dtype("S32")
+KEY_BYTES = 32
+"""A key is a SHA-256 digest, stored as a row of bytes (numpy's ``S`` strings would drop its trailing zero bytes)."""
 
 
 class _Embedder(Protocol):
@@ -124,7 +125,9 @@ class EmbeddingCache:
             return empty
         if (
             encoder != self.encoder
-            or keys.dtype != _KEY
+            or keys.dtype != np.uint8
+            or keys.ndim != 2
+            or keys.shape[1] != KEY_BYTES
             or vectors.dtype != np.float32
             or vectors.ndim != 2
             or len(keys) != len(vectors)
@@ -133,7 +136,8 @@ class EmbeddingCache:
                 "embedding cache %s does not hold this encoder's vectors: the knowledge is embedded again", self.path
             )
             return empty
-        return [bytes(k) for k in keys], vectors
+        raw = keys.tobytes()
+        return [raw[i : i + KEY_BYTES] for i in range(0, len(raw), KEY_BYTES)], vectors
 
     def _write(self, keys: list[bytes], vectors: Floats, old_keys: list[bytes], old: Floats) -> None:
         """The current texts' vectors, then as many earlier ones as :data:`MAX_ROWS` allows, written atomically."""
@@ -146,7 +150,8 @@ class EmbeddingCache:
         earlier = [i for i, k in enumerate(old_keys) if k not in seen][: max(0, MAX_ROWS - len(rows))]
         if old.shape[1:] != vectors.shape[1:]:
             earlier = []
-        all_keys = np.array(kept_keys + [old_keys[i] for i in earlier], dtype=_KEY)
+        joined = b"".join(kept_keys + [old_keys[i] for i in earlier])
+        all_keys = np.frombuffer(joined, dtype=np.uint8).reshape(-1, KEY_BYTES)
         all_vectors = np.concatenate([vectors[rows], old[earlier]]) if earlier else vectors[rows]
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
