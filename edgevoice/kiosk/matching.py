@@ -169,9 +169,7 @@ class Matcher:
                 known, direct = False, None
             return Grounding(known, coverage, entries, direct, None, question)
         similarity, relevance = self.semantic.similarities(question)
-        covered = np.zeros(len(self.entries), dtype=np.float32)
-        for m in self.index.search(question, neutral=self.persona_terms):
-            covered[m.index] = m.coverage
+        covered = self.index.coverage(question, neutral=self.persona_terms)
         order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
         entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
         best = float(similarity.max())

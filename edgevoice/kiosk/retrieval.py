@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 from rapidfuzz.distance import Levenshtein
 
 from edgevoice import data
@@ -101,13 +103,20 @@ class BM25Index:
         n = len(self.docs)
         lengths = [sum(d.values()) for d in self.docs]
         self.avg_len = sum(lengths) / max(1, n)
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        """Term: the entries that contain it, with its count in each (ascending entry order)."""
+        postings: dict[str, list[tuple[int, int]]] = {}
         for index, doc in enumerate(self.docs):
             for term, count in doc.items():
-                self._postings.setdefault(term, []).append((index, count))
-        self._length_norm = [k1 * (1 - b + b * length / self.avg_len) for length in lengths]
-        self.idf = {t: math.log((n - len(p) + 0.5) / (len(p) + 0.5) + 1.0) for t, p in self._postings.items()}
+                postings.setdefault(term, []).append((index, count))
+        norm = [k1 * (1 - b + b * length / self.avg_len) for length in lengths]
+        self._postings: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {
+            term: (
+                np.array([i for i, _ in found], dtype=np.intp),
+                np.array([f * (k1 + 1) / (f + norm[i]) for i, f in found], dtype=np.float64),
+            )
+            for term, found in postings.items()
+        }
+        """Term: the entries that contain it (ascending), and its BM25 term-frequency factor in each."""
+        self.idf = {t: math.log((n - len(p) + 0.5) / (len(p) + 0.5) + 1.0) for t, p in postings.items()}
         self.unseen_idf = math.log(n / 0.5 + 1.0)
         """A word no entry contains weighs as much as the rarest possible one."""
         self._by_initial: dict[str, list[str]] = {}
@@ -134,16 +143,32 @@ class BM25Index:
         ``neutral`` terms (the venue's own name, say) rank but do not count for or against coverage. Only the
         entries that contain a term of the question are looked at (an inverted index): 5,000 entries cost about
         what 50 do."""
+        score, covered, total = self._scores(question, neutral)
+        found = np.flatnonzero(score > 0)
+        order = found[np.lexsort((found, -score[found]))]  # best first, then by position
+        if k is not None:
+            order = order[:k]
+        return [Match(int(i), float(score[i]), float(covered[i]) / total if total else 1.0) for i in order]
+
+    def coverage(self, question: str, *, neutral: frozenset[str] = frozenset()) -> npt.NDArray[np.float32]:
+        """:attr:`Match.coverage` of every entry (0 for those that share no term), as :meth:`search` gives it."""
+        score, covered, total = self._scores(question, neutral)
+        out = np.where(score > 0, covered / total if total else 1.0, 0.0)
+        return out.astype(np.float32)
+
+    def _scores(
+        self, question: str, neutral: frozenset[str]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+        """Every entry's BM25 score and idf-weighted covered terms, and the question's total weight."""
         query = self.query_terms(question)
         weight = {t: self.idf.get(t, self.unseen_idf) for t in query}
         total = sum(w for t, w in weight.items() if t not in neutral)
-        score: dict[int, float] = {}
-        covered: dict[int, float] = {}
+        score = np.zeros(len(self.docs))
+        covered = np.zeros(len(self.docs))
         for t in query:
-            w, counts = weight[t], self._postings.get(t, ())
-            for index, f in counts:
-                score[index] = score.get(index, 0.0) + w * f * (self.k1 + 1) / (f + self._length_norm[index])
-                covered[index] = covered.get(index, 0.0) + (w if t not in neutral else 0.0)
-        matches = [Match(i, s, covered[i] / total if total else 1.0) for i, s in score.items() if s > 0]
-        matches.sort(key=lambda m: (-m.score, m.index))
-        return matches[:k] if k is not None else matches
+            if (found := self._postings.get(t)) is not None:
+                entries, factor = found
+                score[entries] += weight[t] * factor
+                if t not in neutral:
+                    covered[entries] += weight[t]
+        return score, covered, total
