@@ -134,8 +134,8 @@ class TtsConfig:
     """At most this many seconds of that audio in memory (22 kHz voices: about 88 kB a second); answers beyond it
     are synthesized when asked, as without ``presynthesize``."""
     presynthesized_dir: str = ""
-    """Where that audio is also kept on disk, so that a restart does not make it again; empty: $CACHE_DIRECTORY
-    (the service's), else ~/.cache/edgevoice/replies; "none": memory only."""
+    """Where that audio is also kept on disk, so that a restart does not make it again; empty: replies/ in
+    $CACHE_DIRECTORY (the service's), else in ~/.cache/edgevoice; "none": memory only."""
 
 
 @dataclass(frozen=True)
@@ -278,11 +278,20 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
+        from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
+
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
-            data = path.read_bytes()
+            with path.open("rb") as f:
+                data = f.read(MAX_KNOWLEDGE_BYTES + 1)  # a larger file is refused without reading it whole
         except OSError as exc:
             raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc
+        if len(data) > MAX_KNOWLEDGE_BYTES:
+            size = path.stat().st_size
+            raise ConfigError(
+                f"kiosk.knowledge_file = {str(path)!r}: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed "
+                "(keep the facts visitors ask about, or split the venue)"
+            )
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:

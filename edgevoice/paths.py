@@ -30,6 +30,16 @@ def default_download_cache() -> Path:
     return _xdg("XDG_CACHE_HOME", ".cache") / "edgevoice" / "downloads"
 
 
+def default_cache_dir() -> Path:
+    """Where derived data is kept between starts (the knowledge's embeddings): ``$EDGEVOICE_CACHE_DIR``, else the
+    service's ``$CACHE_DIRECTORY`` (systemd's ``CacheDirectory=``), else ``$XDG_CACHE_HOME/edgevoice``."""
+    for var in ("EDGEVOICE_CACHE_DIR", "CACHE_DIRECTORY"):
+        value = os.environ.get(var)
+        if value:
+            return Path(value.split(":")[0])
+    return _xdg("XDG_CACHE_HOME", ".cache") / "edgevoice"
+
+
 def repo_manifest() -> Path:
     """The model manifest shipped with edgevoice (``models/manifest.toml`` beside the package)."""
     override = os.environ.get("EDGEVOICE_MANIFEST")

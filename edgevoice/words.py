@@ -18,6 +18,8 @@ _SAME_LENGTH = str.maketrans(string.ascii_uppercase + "’", string.ascii_lowerc
 
 def fold(text: str) -> str:
     """``text`` lower-cased, with straight apostrophes and without accents (``Café’s`` is ``cafe's``)."""
+    if text.isascii():
+        return text.lower()  # nothing to straighten or strip: the common case, and a large knowledge file's
     text = unicodedata.normalize("NFKD", text.lower().replace("’", "'"))
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 

@@ -83,9 +83,9 @@ def test_unit_runs_the_packaged_config_and_models_as_a_notify_service_with_a_wat
     assert f"EDGEVOICE_MODELS_DIR={SYSTEM_MODELS_DIR}" in s["Environment"][0].split()
     assert s["WatchdogSec"] == ["10"] and s["Restart"] == ["on-failure"] and s["RestartPreventExitStatus"] == ["2"]
     assert s["User"] == ["edgevoice"] and s["SupplementaryGroups"] == ["audio"]
-    assert s["StateDirectory"] == ["edgevoice/debug"]  # the only place the service may write (debug recorder)
-    assert s["RuntimeDirectory"] == ["edgevoice"]  # and /run/edgevoice: the metrics socket (the default there)
-    assert s["CacheDirectory"] == ["edgevoice/replies"]  # and the presynthesized replies' audio ([tts])
+    assert s["StateDirectory"] == ["edgevoice/debug"]  # where the service may write: the debug recorder's files,
+    assert s["RuntimeDirectory"] == ["edgevoice"]  # /run/edgevoice: the metrics socket (the default there)
+    assert s["CacheDirectory"] == ["edgevoice"]  # and the cache: the knowledge's embeddings, the replies' audio
     for key in ("PrivateNetwork", "ProtectHome", "NoNewPrivileges", "MemoryDenyWriteExecute"):
         assert s[key] == ["yes"], key
     assert s["ProtectSystem"] == ["strict"] and s["DevicePolicy"] == ["closed"] and s["MemoryMax"] == ["2G"]

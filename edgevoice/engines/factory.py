@@ -205,10 +205,16 @@ def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbe
     """The sentence encoder for the kiosk's semantic matching (``[models] embed``), run in numpy."""
     from edgevoice.engines.minilm import MiniLmEmbedder
 
-    files = embedder_files(store or model_store(config), config.models.embed)
+    store = store or model_store(config)
+    files = embedder_files(store, config.models.embed)
+    checked = store.handed_out.get(files["weights"])  # a manifest model: its checksum was checked on the way
     t = time.perf_counter()
     embedder = MiniLmEmbedder(
-        files["weights"], files["tokenizer"], config=files.get("config"), pooling=files.get("pooling")
+        files["weights"],
+        files["tokenizer"],
+        config=files.get("config"),
+        pooling=files.get("pooling"),
+        weights_sha256=checked[1].sha256 if checked is not None else None,
     )
     log.info("embedding model %s loaded in %.0f ms", files["weights"].name, 1000 * (time.perf_counter() - t))
     return embedder

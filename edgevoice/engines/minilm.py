@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgevoice.errors import ModelFormatError
+from edgevoice.models.distributions import sha256_file
 
 __all__ = ["BertShape", "MiniLmEmbedder", "erf"]
 
@@ -102,7 +103,10 @@ class MiniLmEmbedder:
         pooling: Path | None = None,
         config: Path | None = None,
         max_tokens: int = MAX_TOKENS,
+        weights_sha256: str | None = None,
     ) -> None:
+        """``weights_sha256``: the weights' checksum when already known (a model of the store, checked against its
+        manifest); else the file is hashed here (about 0.2 s)."""
         from safetensors.numpy import load_file  # lazy: only a kiosk with semantic matching pays for the import
         from tokenizers import Tokenizer
 
@@ -124,6 +128,10 @@ class MiniLmEmbedder:
         self.max_tokens = min(max_tokens, self.positions.shape[0])
         self.tokenizer.no_padding()  # the file pads to 128: batches are padded here, to their longest text
         self.tokenizer.enable_truncation(self.max_tokens)
+        checksum = weights_sha256 or sha256_file(Path(weights))
+        self.identity = f"{type(self).__name__} {Path(weights).name} sha256:{checksum} max_tokens:{self.max_tokens}"
+        """What names this encoder's output: embeddings cached under it are reused
+        (:mod:`edgevoice.kiosk.embedding_cache`)."""
 
     def _load(self, t: dict[str, Any]) -> None:
         def f(name: str) -> Floats:

@@ -23,6 +23,7 @@ visitor's last message. The sentence encoder and the phonemizer are given to the
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgevoice.interfaces import LanguageModel
@@ -41,6 +42,7 @@ from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
+from edgevoice.paths import default_cache_dir
 
 if TYPE_CHECKING:
     from edgevoice.config import Config
@@ -72,13 +74,15 @@ class Kiosk:
         phonemize: Phonemize | None = None,
         knowledge_source: str = "knowledge",
         log_transcripts: bool = False,
+        embedding_cache: Path | None = None,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
         spoken as the operator wrote it, without the language model. ``embedder``: a sentence encoder for semantic
         matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``: text to
         phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
-        consent)."""
+        consent). ``embedding_cache``: a directory where the entries' embeddings are kept between starts (None: they
+        are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`)."""
         self.hint_entries = hint_entries
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
@@ -106,6 +110,7 @@ class Kiosk:
             phonemize=phonemize,
             venue_names=venue_vocabulary([], also=[persona]),
             log_transcripts=log_transcripts,
+            embedding_cache=embedding_cache,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms)
@@ -135,6 +140,7 @@ class Kiosk:
             phonemize=phonemize if k.mend_misheard else None,
             knowledge_source=config.knowledge_source(),
             log_transcripts=config.debug.log_transcripts,
+            embedding_cache=default_cache_dir() / "embeddings",
         )
 
     @property

@@ -27,6 +27,8 @@ from edgevoice import data
 from edgevoice.errors import ConfigError
 
 __all__ = [
+    "MAX_ENTRIES",
+    "MAX_KNOWLEDGE_BYTES",
     "MAX_LINE_CHARS",
     "Entry",
     "compile_knowledge",
@@ -41,6 +43,17 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_CHARS = 2000
 """The longest line (or TOML question or answer) a knowledge text may have: a fact is a sentence or two."""
+
+MAX_KNOWLEDGE_BYTES = 2_000_000
+"""The largest knowledge text (UTF-8 bytes): about 20,000 short facts, more than :data:`MAX_ENTRIES` allows."""
+
+MAX_ENTRIES = 10_000
+"""The most entries a knowledge text may have. Each is embedded once (then kept in the embedding cache): 10,000
+entries take several minutes on two cores at the first start, about 45 MB of vectors, and grounding a question
+over them stays within a few tens of milliseconds (``python -m edgevoice.bench.knowledge_size``)."""
+
+MAX_DUPLICATE_WARNINGS = 10
+"""At most this many conflicting duplicates are listed one by one; the rest are counted."""
 
 CHARS_PER_TOKEN = 4.0
 """English text in the Qwen2.5 tokenizer: about four characters a token."""
@@ -87,13 +100,34 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
     """The entries of a knowledge text (TOML ``[[qa]]``, Markdown or one question-and-answer per line).
 
     A text that cannot be read as entries raises a :class:`ConfigError` naming ``source`` (where the text comes
-    from) and the line. A question answered twice, differently, is a warning: appended to ``warnings`` when given,
-    else logged."""
+    from) and the line. A text without a single fact, and a question answered twice, differently, are warnings:
+    appended to ``warnings`` when given, else logged. A text over :data:`MAX_KNOWLEDGE_BYTES` or :data:`MAX_ENTRIES`
+    entries is refused, the limit named."""
     try:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_KNOWLEDGE_BYTES:
+            raise ConfigError(
+                f"knowledge: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed (keep the facts visitors ask "
+                "about, or split the venue)"
+            )
         entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+        if len(entries) > MAX_ENTRIES:
+            raise ConfigError(
+                f"knowledge: {len(entries):,} entries; at most {MAX_ENTRIES:,} are allowed (keep the facts visitors "
+                "ask about, or split the venue)"
+            )
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
-    for warning in duplicate_questions(entries):
+    duplicates = duplicate_questions(entries)
+    if not entries:
+        duplicates = [
+            'knowledge: no facts in it: every question will be answered "I don\'t know" (write one '
+            "'Question? Answer.' per line; see docs/knowledge.md)"
+        ]
+    if len(duplicates) > MAX_DUPLICATE_WARNINGS:
+        more = len(duplicates) - MAX_DUPLICATE_WARNINGS
+        duplicates = [*duplicates[:MAX_DUPLICATE_WARNINGS], f"knowledge: {more} more questions are answered two ways"]
+    for warning in duplicates:
         warning = f"{source}: {warning.removeprefix('knowledge: ')}"
         if warnings is None:
             log.warning("%s", warning)
@@ -164,7 +198,7 @@ def _clean(text: str) -> str:
 
 
 def _emphasised(match: re.Match[str]) -> str:
-    return next(group for group in match.groups() if group is not None)
+    return match.group(match.lastindex or 0)  # the one alternative that matched: its group is the last that did
 
 
 def _parse_markdown(text: str) -> list[Entry]:
@@ -180,12 +214,17 @@ def _parse_markdown(text: str) -> list[Entry]:
 
     in_code = False
     lines = text.splitlines()
-    for number, raw in enumerate(lines, 1):
-        _check_length(raw, f"line {number}")
+    if lines and max(map(len, lines)) > MAX_LINE_CHARS:
+        for number, raw in enumerate(lines, 1):
+            _check_length(raw, f"line {number}")
     number = 0
     while number < len(lines):
         line = lines[number].strip()
         number += 1
+        if not line:
+            if paragraph:
+                flush()
+            continue
         if line.startswith("```"):
             in_code = not in_code
         if not in_code and "|" in line and number < len(lines) and _is_table_rule(lines[number]):

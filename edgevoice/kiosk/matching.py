@@ -26,10 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from edgevoice.kiosk.answer_types import lacks_asked
+from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.retrieval import BM25Index, Match, terms
@@ -82,12 +84,15 @@ class Matcher:
         phonemize: Phonemize | None = None,
         venue_names: Sequence[str] = (),
         log_transcripts: bool = False,
+        embedding_cache: Path | None = None,
     ) -> None:
         """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
         for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
         text to phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
         consent). ``venue_names``: replaced by a neutral word before embedding. ``log_transcripts``: whether the log
-        may hold the visitor's words (``[debug] log_transcripts``)."""
+        may hold the visitor's words (``[debug] log_transcripts``). ``embedding_cache``: a directory to keep the
+        entries' embeddings in between starts (:mod:`edgevoice.kiosk.embedding_cache`; None, or an encoder without an
+        ``identity``: embedded at every start)."""
         self.entries = list(entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.persona_terms = persona_terms
@@ -99,11 +104,14 @@ class Matcher:
         """The entries' embeddings; None: no embedder (or no entries), the words alone decide."""
         if embedder is not None and self.entries:
             started = time.perf_counter()
-            self.semantic = SemanticIndex(embedder, self.entries, venue_names=venue_names, cache_size=64)
+            identity = encoder_identity(embedder)
+            stored = EmbeddingCache(embedding_cache, identity) if embedding_cache and identity else None
+            self.semantic = SemanticIndex(embedder, self.entries, venue_names=venue_names, cache_size=64, stored=stored)
             log.info(
-                "semantic matching on: %d knowledge entries embedded in %.0f ms",
+                "semantic matching on: %d knowledge entries ready in %.0f ms (%s)",
                 len(self.entries),
                 1000 * (time.perf_counter() - started),
+                f"{stored.hits} texts from {stored.path}, {stored.misses} embedded" if stored else "all embedded",
             )
         self.sounds: SoundLexicon | None = None
         """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
@@ -161,9 +169,7 @@ class Matcher:
                 known, direct = False, None
             return Grounding(known, coverage, entries, direct, None, question)
         similarity, relevance = self.semantic.similarities(question)
-        covered = np.zeros(len(self.entries), dtype=np.float32)
-        for m in self.index.search(question, neutral=self.persona_terms):
-            covered[m.index] = m.coverage
+        covered = self.index.coverage(question, neutral=self.persona_terms)
         order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
         entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
         best = float(similarity.max())

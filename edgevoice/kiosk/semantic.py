@@ -4,7 +4,9 @@ A lexical score cannot see that "am I allowed to take pictures?" asks "can I tak
 yearly membership?" asks about the annual pass. A sentence encoder can (all-MiniLM-L6-v2 by default, run by
 :mod:`edgevoice.engines.minilm`): each entry is embedded once when the kiosk is built, as its question and as its
 question with the answer; a question costs one forward pass, and its similarity to an entry is the larger of its
-cosines with the two.
+cosines with the two. The entries' vectors can be kept on disk between starts
+(:class:`~edgevoice.kiosk.embedding_cache.EmbeddingCache`): only new or changed entries are embedded again. The
+similarities to every entry are one matrix product per question (under a millisecond for 5,000 entries).
 
 The venue's own name is replaced by "here" on both sides before embedding: "who is the director of the gallery?"
 would otherwise sit close to every entry that names the gallery (the lexical side treats the name as neutral too).
@@ -24,6 +26,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.kiosk.embedding_cache import EmbeddingCache
 from edgevoice.kiosk.knowledge import Entry
 
 __all__ = ["Embedder", "SemanticIndex", "venue_name_pattern"]
@@ -63,20 +66,29 @@ class SemanticIndex:
         *,
         venue_names: Sequence[str] = (),
         cache_size: int = 16,
+        stored: EmbeddingCache | None = None,
     ) -> None:
         """``cache_size``: the embeddings of this many recent questions are kept (a question is grounded both when
-        its reply is prepared and when it is given)."""
+        its reply is prepared and when it is given). ``stored``: the entries' vectors kept on disk (None: every
+        entry is embedded here)."""
         self.embedder = embedder
         self._neutral = venue_name_pattern(venue_names)
         n = len(entries)
         texts = [e.question or e.answer for e in entries] + [e.search_text() for e in entries]
         texts += [e.answer for e in entries]
-        vectors = embedder.embed([self.neutral(t) for t in texts]) if entries else np.zeros((0, 1), np.float32)
-        self.questions = vectors[:n]
+        texts = [self.neutral(t) for t in texts]
+        if not entries:
+            vectors = np.zeros((0, 1), np.float32)
+        elif stored is not None:
+            vectors = stored.embed(embedder, texts)
+        else:
+            vectors = embedder.embed(texts)
+        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.questions = self._vectors[:n]
         """Each entry's question (its answer when it has none), embedded."""
-        self.with_answers = vectors[n : 2 * n]
+        self.with_answers = self._vectors[n : 2 * n]
         """Each entry's question, answer and keywords, embedded."""
-        self.answers = vectors[2 * n :]
+        self.answers = self._vectors[2 * n :]
         """Each entry's answer alone, embedded."""
         self.own_relevance = np.sum(self.questions * self.answers, axis=1)
         """How close each entry's answer is to its own question (1.0 for an entry without a question)."""
@@ -105,5 +117,10 @@ class SemanticIndex:
         answer), and its relevance to the entry's answer: its cosine with the answer less that of the entry's own
         question (0 or more: the answer fits it at least as well as the question it was written for)."""
         vector = self.embed_question(question)
-        similarity = np.maximum(self.questions @ vector, self.with_answers @ vector)
-        return similarity, self.answers @ vector - self.own_relevance
+        n = len(self.questions)
+        # one product for the three kinds of text; einsum rather than BLAS: a matrix-vector product this small gains
+        # nothing from BLAS threads, and they wait for busy cores (68 ms instead of 0.6 ms at 5,000 entries on two
+        # loaded cores)
+        cosines = np.einsum("ij,j->i", self._vectors, vector)
+        similarity = np.maximum(cosines[:n], cosines[n : 2 * n])
+        return similarity, cosines[2 * n :] - self.own_relevance

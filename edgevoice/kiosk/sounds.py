@@ -9,17 +9,23 @@ takes one only when it turns the question into one an entry answers outright, an
 meaning to the knowledge: never to send an unrelated question to an entry.
 
 Phonemes come from espeak-ng (the bundled copy the voice already uses), compared by an edit distance in which
-vowels and near consonants (voiced and voiceless pairs, nasals, liquids) cost half.
+vowels and near consonants (voiced and voiceless pairs, nasals, liquids) cost half. A large knowledge file has
+thousands of words: they are phonemized a few hundred to a call (as a list, one clause each), and a transcript's
+words are compared only with the venue words of a near first sound and a near length, whose plain edit distance
+(a lower bound of twice this one) leaves them in reach.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from rapidfuzz.distance import Levenshtein
 
 from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS
 from edgevoice.words import word_spans
@@ -45,12 +51,19 @@ _VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")
 _NEAR = tuple(frozenset(s) for s in ("pb", "td", "kɡg", "fv", "sz", "ʃʒ", "θð", "mnŋ", "ɹl", "ɾtd"))
 
 
+_CLASS: dict[str, int] = {}
+"""Phoneme: its class (the vowels, or a group of near consonants); two phonemes of one class are near."""
+for _number, _group in enumerate((_VOWELS, *_NEAR)):
+    _joined = {_CLASS[p] for p in _group if p in _CLASS}  # groups that share a phoneme are one class (td, ɾtd)
+    for _p in _group:
+        _CLASS[_p] = min(_joined, default=_number)
+
+
 def _cost(a: str, b: str) -> float:
     if a == b:
         return 0.0
-    if (a in _VOWELS and b in _VOWELS) or any(a in pair and b in pair for pair in _NEAR):
-        return 0.5
-    return 1.0
+    near = _CLASS.get(a)
+    return 0.5 if near is not None and near == _CLASS.get(b) else 1.0
 
 
 def phonetic_distance(a: str, b: str) -> float:
@@ -60,15 +73,18 @@ def phonetic_distance(a: str, b: str) -> float:
     Written out because its costs depend on the phonemes: rapidfuzz's weighted Levenshtein (the package's other
     edit distances) gives every insertion, deletion and substitution one cost, and summing an exact and a
     class-level distance aligns each separately, which underestimates this one."""
+    classes_b = [_CLASS.get(cb, -1) for cb in b]
     row = [0.0]
     for cb in b:
         row.append(row[-1] + (0.5 if cb in _VOWELS else 1.0))
     for ca in a:
-        prev, row[0] = row[0], row[0] + (0.5 if ca in _VOWELS else 1.0)
+        gap_a = 0.5 if ca in _VOWELS else 1.0
+        class_a = _CLASS.get(ca, -2)
+        prev, row[0] = row[0], row[0] + gap_a
         for j, cb in enumerate(b, 1):
-            gap_a = 0.5 if ca in _VOWELS else 1.0
             gap_b = 0.5 if cb in _VOWELS else 1.0
-            prev, row[j] = row[j], min(row[j] + gap_a, row[j - 1] + gap_b, prev + _cost(ca, cb))
+            substitute = 0.0 if ca == cb else 0.5 if class_a == classes_b[j - 1] else 1.0
+            prev, row[j] = row[j], min(row[j] + gap_a, row[j - 1] + gap_b, prev + substitute)
     return row[-1]
 
 
@@ -107,10 +123,15 @@ class SoundLexicon:
         self._cache_size = cache_size
         self._lock = threading.Lock()  # the kiosk grounds a question from the prefill's thread and the reply's
         self.words: dict[str, str] = {}
-        for word in sorted({w.lower().strip() for w in words if w.strip()}):
-            sound = self.sound(word)
+        for word, sound in self._sounds(sorted({w.lower().strip() for w in words if w.strip()})):
             if len(sound) >= 2:
                 self.words[word] = sound
+        self._by_first: dict[str, tuple[list[int], list[tuple[str, str]]]] = {}
+        """First phoneme: the venue words that start with it, by length (the lengths, and word and sound)."""
+        for word, sound in sorted(self.words.items(), key=lambda item: len(item[1])):
+            lengths, group = self._by_first.setdefault(sound[0], ([], []))
+            lengths.append(len(sound))
+            group.append((word, sound))
         self.known = frozenset(w.lower() for w in known) | {w for phrase in self.words for w in phrase.split()}
 
     @classmethod
@@ -124,6 +145,19 @@ class SoundLexicon:
         phrases = {w.lower() for words in SYNONYMS.values() for w in words}
         words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
         return cls(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
+
+    def _sounds(self, words: Sequence[str], chunk: int = 200) -> list[tuple[str, str]]:
+        """Each word with its :meth:`sound`, phonemized ``chunk`` words to a call: espeak-ng reads ``a, b, c`` as
+        one clause per word (its voice is set once per call, which costs more than a word). A chunk whose clauses do
+        not come back one per word is phonemized word by word."""
+        out: list[tuple[str, str]] = []
+        for start in range(0, len(words), chunk):
+            part = words[start : start + chunk]
+            sounds = [_MARKS.sub("", s) for s in self._phonemize(", ".join(part)).split(",")]
+            if len(sounds) != len(part) or not all(sounds):
+                sounds = [self.sound(w) for w in part]
+            out.extend(zip(part, sounds, strict=True))
+        return out
 
     def sound(self, text: str) -> str:
         """The phonemes of ``text``, without stress, length marks or spaces (cached)."""
@@ -153,19 +187,34 @@ class SoundLexicon:
                 sound = self.sound(" ".join(said))
                 if len(sound) < 2:
                     continue
-                for word, venue_sound in self.words.items():
+                for word, venue_sound in self._within_reach(sound):
                     if word in said or (" " in word and word.count(" ") + 1 != span):
                         continue
-                    longer = max(len(sound), len(venue_sound))
-                    if abs(len(sound) - len(venue_sound)) > self.max_distance * longer:
-                        continue  # too different in length to be near enough
-                    if _cost(sound[0], venue_sound[0]) >= 1.0:
-                        continue  # a word's first sound is the one a recognizer most rarely gets wrong
-                    distance = phonetic_distance(sound, venue_sound) / longer
+                    distance = phonetic_distance(sound, venue_sound) / max(len(sound), len(venue_sound))
                     if distance <= self.max_distance:
                         out.append(Mend(distance, piece[0][0], piece[-1][1], word))
         out.sort(key=lambda m: (m.distance, m.start, m.word))
         return out[:limit]
+
+    def _within_reach(self, sound: str) -> Iterable[tuple[str, str]]:
+        """The venue words (and their sounds) that may lie within :attr:`max_distance` of ``sound``: a first sound
+        that is the same or near (a word's first sound is the one a recognizer most rarely gets wrong), a length
+        near enough, and a plain edit distance no more than twice the largest distance allowed (every step of
+        :func:`phonetic_distance` costs at least half of one)."""
+        n, reach = len(sound), self.max_distance
+        for first, (lengths, group) in self._by_first.items():
+            if _cost(sound[0], first) >= 1.0:
+                continue
+            low = bisect.bisect_left(lengths, int(n * (1 - reach)))
+            high = bisect.bisect_right(lengths, int(n / (1 - reach)) + 1)
+            for word, venue_sound in group[low:high]:
+                longer = max(n, len(venue_sound))
+                if abs(n - len(venue_sound)) > reach * longer:
+                    continue  # too different in length to be near enough
+                cutoff = int(2 * reach * longer)
+                if Levenshtein.distance(sound, venue_sound, score_cutoff=cutoff) > cutoff:
+                    continue
+                yield word, venue_sound
 
     def first_mend(self, text: str, holds: Callable[[str], bool]) -> str | None:
         """``text`` with the first of its :meth:`candidates`, nearest first, for which ``holds`` (given the mended

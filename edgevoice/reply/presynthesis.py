@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgevoice import paths
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.prompt import DONT_KNOW
 from edgevoice.priority import lower_this_thread
@@ -45,12 +46,9 @@ _NAME = re.compile(r"^[0-9a-f]{64}\.npz$")
 
 
 def default_cache_dir() -> Path:
-    """``$CACHE_DIRECTORY`` (the service's ``CacheDirectory=``), else ``$XDG_CACHE_HOME/edgevoice/replies``."""
-    cache = os.environ.get("CACHE_DIRECTORY", "").split(":")[0]
-    if cache:
-        return Path(cache)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "edgevoice" / "replies"
+    """``replies/`` in the project's cache directory (:func:`edgevoice.paths.default_cache_dir`: the service's
+    ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/edgevoice``)."""
+    return paths.default_cache_dir() / "replies"
 
 
 def known_replies(kiosk: Kiosk) -> list[str]:

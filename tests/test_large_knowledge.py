@@ -1,0 +1,130 @@
+"""Large knowledge files: refused past the named limits, indexed so that a question looks only at the entries that
+share its words, and (marked ``models``) a 5,000-entry file that loads, is cached and answers with the real encoder."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from edgevoice import cli
+from edgevoice.bench.knowledge_size import synthetic_knowledge
+from edgevoice.config import Config, load_config
+from edgevoice.data import sample_persona
+from edgevoice.engines.factory import load_embedder, load_phonemizer
+from edgevoice.errors import ConfigError
+from edgevoice.kiosk.embedding_cache import EmbeddingCache
+from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.knowledge import MAX_ENTRIES, MAX_KNOWLEDGE_BYTES, parse_knowledge
+from edgevoice.kiosk.prompt import DONT_KNOW
+from edgevoice.kiosk.retrieval import BM25Index
+
+
+def _config(tmp_path: Path, knowledge: bytes) -> Path:
+    path = tmp_path / "venue.md"
+    path.write_bytes(knowledge)
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f'[kiosk]\nknowledge_file = "{path}"\n')
+    return config
+
+
+def test_a_file_over_the_byte_limit_is_refused_unread_with_the_limit_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = b"Where is the cafe? On the roof, next to the terrace and the lifts.\n"
+    config_path = _config(tmp_path, line * (5_000_000 // len(line)))  # the issue's 5 MB file
+    assert cli.main(["config", "--config", str(config_path)]) == 2  # a config error: the unit does not restart
+    err = capsys.readouterr().err
+    assert f"kiosk.knowledge_file = '{tmp_path / 'venue.md'}'" in err
+    assert f"at most {MAX_KNOWLEDGE_BYTES:,} are allowed" in err and "4,999," in err
+    with pytest.raises(ConfigError, match="bytes; at most"):
+        load_config(config_path).knowledge_text()
+
+
+def test_inline_knowledge_over_the_byte_limit_is_refused() -> None:
+    with pytest.raises(ConfigError, match=rf"kiosk.knowledge: .* bytes; at most {MAX_KNOWLEDGE_BYTES:,}"):
+        parse_knowledge("Is it open? Yes, every day.\n" * (MAX_KNOWLEDGE_BYTES // 20), source="kiosk.knowledge")
+
+
+def test_too_many_entries_are_refused_with_the_limit_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = "".join(f"Where is room {i}? On floor {i % 7}.\n" for i in range(MAX_ENTRIES + 1))
+    assert len(text.encode()) < MAX_KNOWLEDGE_BYTES
+    assert len(parse_knowledge(text[: text.index(f"Where is room {MAX_ENTRIES}?")])) == MAX_ENTRIES
+    assert cli.main(["config", "--config", str(_config(tmp_path, text.encode()))]) == 2
+    err = capsys.readouterr().err
+    assert f"{MAX_ENTRIES + 1:,} entries; at most {MAX_ENTRIES:,} are allowed" in err and "venue.md" in err
+
+
+def test_many_duplicates_are_counted_not_listed_one_by_one() -> None:
+    text = "".join(f"Where is room {i}? On floor 1.\nWhere is room {i}? On floor 2.\n" for i in range(50))
+    warnings: list[str] = []
+    parse_knowledge(text, source="venue.md", warnings=warnings)
+    assert len(warnings) == 11 and warnings[-1] == "venue.md: 40 more questions are answered two ways"
+
+
+def test_the_inverted_index_ranks_as_a_scan_of_every_entry_would() -> None:
+    text, questions = synthetic_knowledge(300)
+    entries = parse_knowledge(text)
+    index = BM25Index([e.search_text() for e in entries])
+    for question in [*questions[:40], "Where is the Kalo galery?", "Can I bring my dog?"]:
+        query = index.query_terms(question)
+        weight = {t: index.idf.get(t, index.unseen_idf) for t in query}
+        scanned = []
+        for i, doc in enumerate(index.docs):  # the definition: every entry, every term of the question
+            norm = index.k1 * (1 - index.b + index.b * sum(doc.values()) / index.avg_len)
+            score = sum(weight[t] * doc[t] * (index.k1 + 1) / (doc[t] + norm) for t in query if doc.get(t))
+            if score > 0:
+                scanned.append((round(-score, 9), i))
+        got = [(round(-m.score, 9), m.index) for m in index.search(question)]
+        assert got == sorted(scanned)
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_a_5000_entry_file_loads_from_the_cache_and_answers(tmp_path: Path) -> None:
+    text, _ = synthetic_knowledge(5000)
+    entries = parse_knowledge(text)
+    embedder = load_embedder(Config())
+    phonemize = load_phonemizer()
+    cache = tmp_path / "embeddings"
+    started = time.perf_counter()
+    Kiosk(sample_persona(), text, embedder=embedder, phonemize=phonemize, embedding_cache=cache)
+    cold = time.perf_counter() - started
+    started = time.perf_counter()
+    kiosk = Kiosk(sample_persona(), text, embedder=embedder, phonemize=phonemize, embedding_cache=cache)
+    warm = time.perf_counter() - started
+    [stored] = list(cache.glob("*.npz"))
+    identity = embedder.identity
+    assert EmbeddingCache(cache, identity).path == stored
+    print(f"\n5,000 entries: load {cold:.1f} s cold, {warm:.1f} s warm (from {stored.stat().st_size / 1e6:.0f} MB)")
+    where = next(e for e in entries if e.question.startswith("Where is the "))
+    place = where.question.removeprefix("Where is the ").removesuffix("?")
+    timings = []
+    for question, answer in [
+        (where.question, where.answer),  # asked as written: its own answer, directly
+        (f"How do I get to the {place}?", None),  # reworded: its entry first
+        ("Can I bring my dog?", DONT_KNOW),
+    ]:
+        started = time.perf_counter()
+        grounding = kiosk.ground(question)
+        timings.append(1000 * (time.perf_counter() - started))
+        if answer == DONT_KNOW:
+            assert not grounding.known
+        else:
+            assert grounding.known and grounding.entries[0] == where
+            assert answer is None or grounding.direct == answer
+    print("grounding: " + ", ".join(f"{t:.0f} ms" for t in timings))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n", "# Facts\n\n<!-- to do -->\n"])
+def test_a_knowledge_without_facts_is_a_loud_warning(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    assert cli.main(["config", "--config", str(_config(tmp_path, text.encode()))]) == 0
+    captured = capsys.readouterr()
+    assert "1 warning" in captured.out and "venue.md': no facts in it" in captured.err
+    with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.knowledge"):
+        kiosk = Kiosk(sample_persona(), text, knowledge_source="kiosk.knowledge_file = 'venue.md'")
+    assert "venue.md': no facts in it" in caplog.text and not kiosk.ground("Where is the cafe?").known
