@@ -93,7 +93,10 @@ class GroundedModel:
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
-        if grounding is None or grounding.coverage >= self.kiosk.verify_below:
+        if grounding is None or (
+            grounding.coverage >= self.kiosk.verify_below
+            and not self.kiosk.check.needs_check(grounding.question, grounding.entries)
+        ):
             stream = self._drop_repeat(stream, messages[-1].content, grounding)
             try:
                 yield from stream
@@ -111,7 +114,7 @@ class GroundedModel:
                 yield ""
                 while (end := _SENTENCE_END.search(pending)) is not None:
                     sentence, pending = pending[: end.end()], pending[end.end() :]
-                    if not self.kiosk.check.supported(spoken + sentence, question):
+                    if not self.kiosk.check.supported(spoken + sentence, question, grounding.entries):
                         self.last_verdict = Verdict.UNSUPPORTED
                         if not spoken:
                             yield DONT_KNOW
@@ -127,7 +130,7 @@ class GroundedModel:
         finally:
             stream.close()
         if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
-            if self.kiosk.check.supported(spoken + pending, question):
+            if self.kiosk.check.supported(spoken + pending, question, grounding.entries):
                 yield pending
                 spoken += pending
             else:
