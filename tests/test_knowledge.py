@@ -434,6 +434,8 @@ def test_the_sample_venue_and_the_word_lists_are_read_from_the_data_files() -> N
         "en/reply_filler.txt",
         "en/synonyms.toml",
         "en/answer_types.toml",
+        "en/secrets.txt",
+        "en/instructions.txt",
         "en/prompt.toml",
         "sample_venue/questions.toml",
         "sample_venue/selftest_utterances.toml",

@@ -147,6 +147,19 @@ def test_a_value_is_supported_only_as_an_entry_retrieved_for_the_question_gives_
     )
 
 
+def test_a_value_from_a_neighbour_must_be_said_about_that_neighbours_subject(kiosk: Kiosk) -> None:
+    cafe, tickets = (
+        next(e for e in kiosk.entries if e.question == q) for q in ("Is there a cafe?", "How much are tickets?")
+    )
+    question = "How much is a coffee in the cafe?"
+    # the price is the tickets', a neighbour of the cafe entry this question was grounded on
+    assert not kiosk.check.supported("A coffee in the cafe is 14 euros.", question, (cafe, tickets))
+    assert kiosk.check.supported("Adults pay 14 euros for a ticket.", question, (cafe, tickets))
+    # the best entry's value may be said in the question's words ("grandmother" is no word of the entry)
+    grandmother = "What do I pay for my grandmother?"
+    assert kiosk.check.supported("Your grandmother pays 9 euros as a senior.", grandmother, (tickets, cafe))
+
+
 def test_a_checked_reply_with_a_value_from_elsewhere_in_the_knowledge_is_cut(kiosk: Kiosk) -> None:
     question = "How tall is the whale skeleton?"  # partly covered: checked
     reply, _, verdict = _reply(kiosk, question, "The whale skeleton is in the whale hall. It is 14 euros.")

@@ -34,8 +34,8 @@ _NUMERIC = re.compile(r"(?<![a-z0-9])[a-z]*\d[a-z0-9]*(?:[.:,]\d+)*")
 _NUMBER = re.compile(r"^(\d+)(?:[:.]00)?(?:st|nd|rd|th|am|pm|h|s)?$")
 """A number with a suffix that does not change it ("10am" and "10:00" are the 10 of "10 am", "3rd" the 3 of "3")."""
 VALUE_STRAY_WORDS = 2
-"""A sentence that states a value is unsupported when this many of its content words are not in the entries that
-give its values (one is let through: "tickets for your grandmother are 10 euros")."""
+"""A sentence that states a value its question's best entry gives is unsupported when this many of its content words
+are neither in the entries that give its values nor in the question (one is let through)."""
 
 
 def _value(word: str) -> str:
@@ -94,11 +94,13 @@ class ReplyCheck:
                 out.append(term)
         return out
 
-    def unsupported_values(self, reply: str, evidence: Sequence[Entry]) -> list[str]:
+    def unsupported_values(self, reply: str, evidence: Sequence[Entry], question: str = "") -> list[str]:
         """The values of ``reply`` that no entry of ``evidence`` gives, and, for each sentence whose values they
-        give, the words (search terms) that tie the sentence to something else: :data:`VALUE_STRAY_WORDS` content
-        words outside those entries, or a word that names a secret
-        (:data:`~edgevoice.kiosk.credentials.SECRET_TERMS`) outside them."""
+        give, the words (search terms) that tie the sentence to something else than those entries: a word that names
+        a secret (:data:`~edgevoice.kiosk.credentials.SECRET_TERMS`); with the best entry (the first of
+        ``evidence``, the one ``question`` was grounded on) among them, :data:`VALUE_STRAY_WORDS` words that neither
+        they nor the question have; with neighbours only, any word they lack ("Parking is 14 euros." with the
+        ticket entry's price)."""
         texts = [
             (
                 e,
@@ -108,6 +110,7 @@ class ReplyCheck:
             )
             for e in evidence
         ]
+        asked = set(terms(question))
         out: list[str] = []
         for sentence in _SENTENCE.findall(reply):
             said = [v for v in values(sentence) if v not in self._persona_names or any(c.isdigit() for c in v)]
@@ -125,7 +128,12 @@ class ReplyCheck:
                 and not any(c.isdigit() for c in t)
                 and not any(near(t, o) for o in own)
             ]
-            if len(stray) >= VALUE_STRAY_WORDS or set(stray) & SECRET_TERMS:
+            if set(stray) & SECRET_TERMS:
+                out += stray
+            elif giving and evidence and giving[0] is evidence[0]:
+                if len([t for t in stray if t not in asked]) >= VALUE_STRAY_WORDS:
+                    out += stray
+            elif stray:
                 out += stray
         return list(dict.fromkeys(out))
 
@@ -134,7 +142,7 @@ class ReplyCheck:
         that entry is about (:meth:`unsupported_values`), no measure (the word after a number) the knowledge lacks,
         and not two words from elsewhere (a small model's inventions bring words the venue never
         wrote: "founded in 1965", "10 metres"). The limits were set on the development questions."""
-        if self.unsupported_values(reply, evidence):
+        if self.unsupported_values(reply, evidence, question):
             return False
         missing = [t for t in self.unsupported(reply, question) if not any(c.isdigit() for c in t)]
         if not missing:
