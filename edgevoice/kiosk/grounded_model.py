@@ -1,7 +1,7 @@
 """The language model behind the kiosk's grounding: a wrapper that consults the kiosk
 (:class:`~edgevoice.kiosk.grounding_types.GroundingSource`) about the visitor's last question (gate, direct answer,
-retrieved facts) and checks a partly covered question's reply sentence by sentence (see
-:mod:`edgevoice.kiosk.grounding`).
+retrieved facts) and checks sentence by sentence the reply to a question that is covered only partly, asks for a
+secret or brings a value of its own, against the entries retrieved for it (see :mod:`edgevoice.kiosk.grounding`).
 
 Two mistakes of a small model are mended on the way out:
 
