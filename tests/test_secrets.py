@@ -17,6 +17,7 @@ import pytest
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.events import ChatMessage
+from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
@@ -174,6 +175,15 @@ def test_a_misheard_claim_is_not_repeated_as_fact(kiosk: Kiosk) -> None:
     # the same question answered with what the knowledge says is spoken
     honest, _, _ = _reply(kiosk, question, "The free network is HarbourMuseum, with no password.")
     assert honest == "The free network is HarbourMuseum, with no password."
+
+
+def test_a_direct_answer_to_a_misheard_claim_does_not_agree_with_it(kiosk: Kiosk) -> None:
+    wifi = "Yes, the free network HarbourMuseum, no password."
+    assert kiosk.ground("Is the wifi free?").direct == wifi  # an honest yes/no question keeps the entry's "Yes"
+    # with the encoder the claim is answered directly by the Wi-Fi entry: test_real_model_does_not_repeat_a_misheard_claim
+    assert without_yes_no(wifi) == "The free network HarbourMuseum, no password."
+    assert without_yes_no("No, all rooms are non-smoking.") == "All rooms are non-smoking."
+    assert without_yes_no("Nobody knows.") == "Nobody knows."  # whole words only
 
 
 def test_a_fully_covered_question_that_brings_a_value_of_its_own_is_checked(kiosk: Kiosk) -> None:

@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from edgevoice.interfaces import LanguageModel
+from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Grounding
@@ -171,8 +172,12 @@ class Kiosk:
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it
         (:meth:`edgevoice.kiosk.matching.Matcher.ground`). A question for a secret is covered only by the entries that
-        answer that very question (:mod:`edgevoice.kiosk.credentials`), and they alone are its evidence."""
+        answer that very question (:mod:`edgevoice.kiosk.credentials`), and they alone are its evidence. A direct answer
+        to a question that brings a value no entry gives loses its opening "yes" or "no"."""
         grounding = self.matcher.ground(question)
+        if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
+            # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
+            grounding = replace(grounding, direct=without_yes_no(grounding.direct))
         if not grounding.known or not asks_secret(grounding.question):
             return grounding
         neutral = self.matcher.persona_terms
