@@ -180,7 +180,7 @@ def test_a_misheard_claim_is_not_repeated_as_fact(kiosk: Kiosk) -> None:
 def test_a_direct_answer_to_a_misheard_claim_does_not_agree_with_it(kiosk: Kiosk) -> None:
     wifi = "Yes, the free network HarbourMuseum, no password."
     assert kiosk.ground("Is the wifi free?").direct == wifi  # an honest yes/no question keeps the entry's "Yes"
-    # with the encoder the claim is answered directly by the Wi-Fi entry: test_real_model_does_not_repeat_a_misheard_claim
+    # with the encoder the claim gets the Wi-Fi entry directly: test_real_model_does_not_repeat_a_misheard_claim
     assert without_yes_no(wifi) == "The free network HarbourMuseum, no password."
     assert without_yes_no("No, all rooms are non-smoking.") == "All rooms are non-smoking."
     assert without_yes_no("Nobody knows.") == "Nobody knows."  # whole words only
