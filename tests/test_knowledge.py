@@ -434,6 +434,8 @@ def test_the_sample_venue_and_the_word_lists_are_read_from_the_data_files() -> N
         "en/reply_filler.txt",
         "en/synonyms.toml",
         "en/answer_types.toml",
+        "en/secrets.txt",
+        "en/instructions.txt",
         "en/prompt.toml",
         "sample_venue/questions.toml",
         "sample_venue/selftest_utterances.toml",
@@ -525,12 +527,14 @@ def _spoken(grounded: object, question: str, prefix: Sequence[ChatMessage]) -> l
 def test_a_refusal_that_names_the_place_its_entry_gives_is_spoken_as_that_place(kiosk: Kiosk, question: str) -> None:
     # streamed (fully covered) and checked (partly covered): both reach the lost-property entry first
     assert kiosk.ground(question).entries[0].question == "Where is lost property?"
-    llm = WordByWordLlm("I don't know that, please ask at the cloakroom on the ground floor. It opens at 10 am.")
+    llm = WordByWordLlm(
+        "I don't know that, please ask at the cloakroom on the ground floor. It is next to the main entrance."
+    )
     grounded = kiosk.grounded(llm)
     pieces = _spoken(grounded, question, kiosk.prefix)
     # nothing of the refusal was ever handed on: the first words out are the mended sentence
     assert pieces[0] == "Please ask at the cloakroom on the ground floor."
-    assert "".join(pieces) == "Please ask at the cloakroom on the ground floor. It opens at 10 am."
+    assert "".join(pieces) == "Please ask at the cloakroom on the ground floor. It is next to the main entrance."
     assert grounded.last_verdict is Verdict.MODEL
 
 
@@ -624,7 +628,8 @@ def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
     ],
 )
 def test_reply_support(kiosk: Kiosk, question: str, reply: str, supported: bool) -> None:
-    assert kiosk.check.supported(reply, question) is supported, kiosk.check.unsupported(reply, question)
+    evidence = kiosk.ground(question).entries
+    assert kiosk.check.supported(reply, question, evidence) is supported, kiosk.check.unsupported(reply, question)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from enum import Enum
 from edgevoice import data
 from edgevoice.words import words
 
-__all__ = ["AnswerType", "asked_type", "has_type", "lacks_asked"]
+__all__ = ["AnswerType", "asked_type", "has_type", "lacks_asked", "without_yes_no"]
 
 
 class AnswerType(Enum):
@@ -116,3 +116,13 @@ def lacks_asked(question: str, answer: str, answers: str = "") -> bool:
     name is no pattern's)."""
     kind = asked_type(question)
     return kind is not None and asked_type(answers) is not kind and not has_type(answer, kind)
+
+
+_YES_NO = re.compile(rf"^\s*(?:{_alternatives('yes_no')})\b[\s,.!;:-]*", re.IGNORECASE)
+
+
+def without_yes_no(answer: str) -> str:
+    """``answer`` without the "yes" or "no" that opens it ("Yes, the free network ..." is "The free network ..."):
+    what it says, without agreeing or disagreeing with what was asked."""
+    rest = _YES_NO.sub("", answer, count=1)
+    return rest[:1].upper() + rest[1:] if rest else answer

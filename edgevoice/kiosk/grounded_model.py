@@ -1,7 +1,7 @@
 """The language model behind the kiosk's grounding: a wrapper that consults the kiosk
 (:class:`~edgevoice.kiosk.grounding_types.GroundingSource`) about the visitor's last question (gate, direct answer,
-retrieved facts) and checks a partly covered question's reply sentence by sentence (see
-:mod:`edgevoice.kiosk.grounding`).
+retrieved facts) and checks sentence by sentence the reply to a question that is covered only partly, asks for a
+secret or brings a value of its own, against the entries retrieved for it (see :mod:`edgevoice.kiosk.grounding`).
 
 Two mistakes of a small model are mended on the way out:
 
@@ -104,7 +104,10 @@ class GroundedModel:
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
-        if grounding is None or grounding.coverage >= self.kiosk.verify_below:
+        if grounding is None or (
+            grounding.coverage >= self.kiosk.verify_below
+            and not self.kiosk.check.needs_check(grounding.question, grounding.entries)
+        ):
             stream = self._drop_repeat(stream, messages[-1].content, grounding)
             try:
                 yield from stream
@@ -122,7 +125,7 @@ class GroundedModel:
                 yield ""
                 while (end := _SENTENCE_END.search(pending)) is not None:
                     sentence, pending = pending[: end.end()], pending[end.end() :]
-                    if not self.kiosk.check.supported(spoken + sentence, question):
+                    if not self.kiosk.check.supported(spoken + sentence, question, grounding.entries):
                         self.last_verdict = Verdict.UNSUPPORTED
                         if not spoken:
                             yield DONT_KNOW
@@ -138,7 +141,7 @@ class GroundedModel:
         finally:
             stream.close()
         if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
-            if self.kiosk.check.supported(spoken + pending, question):
+            if self.kiosk.check.supported(spoken + pending, question, grounding.entries):
                 yield pending
                 spoken += pending
             else:

@@ -8,10 +8,15 @@ it does not know.
 * **Grounding** (:mod:`edgevoice.kiosk.matching`): a gate answers a question the knowledge does not cover with
   :data:`~edgevoice.kiosk.prompt.DONT_KNOW` and a question one entry answers outright with that entry's answer,
   both without the model.
-* **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), each sentence of the
-  model's reply is held back until complete and checked (with what came before it): a number or several words the
-  knowledge, the persona and the question never use (an invention) end the reply there, with
-  :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported sentences are spoken as they come,
+* **Secrets**: a question for a password, a code or a secret is covered only by an entry that answers that very
+  question (:mod:`edgevoice.kiosk.credentials`); a persona sentence that names a secret and a knowledge sentence that
+  addresses the assistant (:mod:`edgevoice.kiosk.instructions`) are left out at load, with a warning.
+* **Reply check** (:mod:`edgevoice.kiosk.reply_check`): for a question the knowledge covers only partly (below
+  ``verify_below``) or one that brings a value none of its entries gives ("is the network now Wi-Fi 4.5?"), each
+  sentence of the model's reply is held back until complete and checked (with what came before it): a value (a
+  number, a code, a name) that no entry retrieved for the question gives, in a sentence about what that entry is
+  about, or several words the knowledge, the persona and the question never use (an invention) end the reply there,
+  with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported sentences are spoken as they come,
   so a checked reply waits for its first sentence, not for its end; fully covered questions stream as usual.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
@@ -23,12 +28,16 @@ visitor's last message. The sentence encoder and the phonemizer are given to the
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgevoice.interfaces import LanguageModel
+from edgevoice.kiosk.answer_types import without_yes_no
+from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Grounding
+from edgevoice.kiosk.instructions import without_instructions
 from edgevoice.kiosk.knowledge import (
     compile_knowledge,
     estimate_tokens,
@@ -86,7 +95,10 @@ class Kiosk:
         self.hint_entries = hint_entries
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
-        self.entries = parse_knowledge(knowledge, source=knowledge_source)
+        persona = persona_without_secrets(persona)
+        self.entries = without_instructions(
+            parse_knowledge(knowledge, source=knowledge_source), knowledge, source=knowledge_source
+        )
         self.log_transcripts = log_transcripts
         """Whether the log may hold the visitor's words (``[debug] log_transcripts``)."""
         self.compiled = compile_knowledge(self.entries)
@@ -113,7 +125,7 @@ class Kiosk:
             embedding_cache=embedding_cache,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
-        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms)
+        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, venue_vocabulary([], also=[persona]))
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
 
     @classmethod
@@ -165,8 +177,21 @@ class Kiosk:
 
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it
-        (:meth:`edgevoice.kiosk.matching.Matcher.ground`)."""
-        return self.matcher.ground(question)
+        (:meth:`edgevoice.kiosk.matching.Matcher.ground`). A question for a secret is covered only by the entries that
+        answer that very question (:mod:`edgevoice.kiosk.credentials`), and they alone are its evidence. A direct answer
+        to a question that brings a value no entry gives loses its opening "yes" or "no"."""
+        grounding = self.matcher.ground(question)
+        if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
+            # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
+            grounding = replace(grounding, direct=without_yes_no(grounding.direct))
+        if not grounding.known or not asks_secret(grounding.question):
+            return grounding
+        neutral = self.matcher.persona_terms
+        answering = [e for e in grounding.entries if answers_secret(grounding.question, e, neutral)]
+        if not answering:
+            return replace(grounding, known=False, direct=None)
+        direct = grounding.direct if any(e.answer == grounding.direct for e in answering) else None
+        return replace(grounding, entries=tuple(answering), direct=direct)
 
     def small_talk(self, question: str) -> bool:
         """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""

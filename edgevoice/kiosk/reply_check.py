@@ -1,29 +1,87 @@
 """The reply check: whether a sentence of the model's reply keeps to the knowledge (no invented number or words),
 only echoes the question, or names only what an entry says. Used by
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` on the replies :class:`~edgevoice.kiosk.grounding.Kiosk`
-marks for checking (see :mod:`edgevoice.kiosk.grounding`)."""
+marks for checking (see :mod:`edgevoice.kiosk.grounding`).
+
+A **value** (a word with a digit: a number, a time, a price, a code; or a name: a capitalised word inside a sentence)
+is checked against the *evidence*, the entries retrieved for this question, not the whole knowledge: a value is
+spoken only as an entry gives it, in a sentence about what that entry is about. "The admin password is 40 euros."
+has its value in the ticket entry, but "admin" and "password" are not that entry's words: unsupported. A value the
+question brought ("is the network now Wi-Fi 4.5?") or the persona holds is no evidence of itself.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Set
+from collections.abc import Iterable, Sequence, Set
 
 from edgevoice import data
-from edgevoice.kiosk.retrieval import BM25Index, near, terms
+from edgevoice.kiosk.credentials import SECRET_TERMS
+from edgevoice.kiosk.knowledge import Entry
+from edgevoice.kiosk.retrieval import STOP_WORDS, BM25Index, near, terms
+from edgevoice.words import fold, word_spans, words
 
-__all__ = ["REPLY_FILLER", "ReplyCheck"]
+__all__ = ["REPLY_FILLER", "ReplyCheck", "values"]
 
 _MEASURE = re.compile(r"\d\s*([A-Za-z]+)")
 REPLY_FILLER = frozenset(terms(" ".join(data.words("en/reply_filler.txt"))))
 """Words any reply may use without the knowledge having them (``edgevoice/data/en/reply_filler.txt``)."""
+_NOT_NAMES = frozenset(data.words("en/not_names.txt"))
+_SENTENCE = re.compile(r"(?:[^.!?]|[.!?](?=\S))+[.!?]*")
+"""A sentence: up to a full stop, a question or an exclamation mark followed by a space (so "4.5" stays whole)."""
+_NUMERIC = re.compile(r"(?<![a-z0-9])[a-z]*\d[a-z0-9]*(?:[.:,]\d+)*")
+"""A word with a digit, with the decimals, minutes or thousands after it ("4.5", "5:30", "1,200", "b12")."""
+_NUMBER = re.compile(r"^(\d+)(?:[:.]00)?(?:st|nd|rd|th|am|pm|h|s)?$")
+"""A number with a suffix that does not change it ("10am" and "10:00" are the 10 of "10 am", "3rd" the 3 of "3")."""
+VALUE_STRAY_WORDS = 2
+"""A sentence that states a value its question's best entry gives is unsupported when this many of its content words
+are neither in the entries that give its values nor in the question (one is let through)."""
+
+
+def _value(word: str) -> str:
+    """A value as it is compared: a number without a suffix that does not change it, any other (a code) as it is."""
+    word = re.sub(r"(?<=\d),(?=\d{3})", "", word)
+    m = _NUMBER.match(word)
+    return m.group(1) if m else word
+
+
+def _numbers(text: str) -> list[str]:
+    """The values with a digit in ``text`` (numbers, times, prices, codes), as compared."""
+    return [_value(m.group(0)) for m in _NUMERIC.finditer(fold(text))]
+
+
+def values(text: str) -> list[str]:
+    """The values ``text`` states, folded, in order: its words with a digit (numbers, times, prices, codes: "4.5",
+    "10am" is "10") and its names (capitalised words other than a sentence's first, stop words and the capitalised
+    words of ``edgevoice/data/en/not_names.txt``)."""
+    out: dict[str, None] = dict.fromkeys(_numbers(text))
+    for sentence in _SENTENCE.finditer(text):
+        for i, (start, end, word) in enumerate(word_spans(sentence.group(0))):
+            written = sentence.group(0)[start:end]
+            if i == 0 or not written[0].isupper() or written in _NOT_NAMES or any(c.isdigit() for c in word):
+                continue
+            word = word.removesuffix("'s")
+            if word not in STOP_WORDS and not set(terms(word)) <= REPLY_FILLER:
+                out.setdefault(word, None)
+    return list(out)
+
+
+def _gives(value: str, entry_words: Set[str]) -> bool:
+    """Whether an entry with the words and values ``entry_words`` gives ``value`` (a name also as a near
+    spelling)."""
+    if value in entry_words:
+        return True
+    return not any(c.isdigit() for c in value) and any(near(value, w) for w in entry_words if not w.isdigit())
 
 
 class ReplyCheck:
-    """The knowledge's words (``index``) and the persona's, against which a reply is checked."""
+    """The knowledge's words (``index``), the persona's (``persona_terms``) and its names (``persona_names``: the
+    kiosk's and the venue's, which a reply may say), against which a reply is checked."""
 
-    def __init__(self, index: BM25Index, persona_terms: Set[str]) -> None:
+    def __init__(self, index: BM25Index, persona_terms: Set[str], persona_names: Iterable[str] = ()) -> None:
         self._index = index
         self._persona_terms = frozenset(persona_terms)
+        self._persona_names = frozenset(w for name in persona_names for w in words(name))
 
     def unsupported(self, reply: str, question: str) -> list[str]:
         """The reply's content words that neither the knowledge, the persona nor the question contains."""
@@ -36,15 +94,71 @@ class ReplyCheck:
                 out.append(term)
         return out
 
-    def supported(self, reply: str, question: str) -> bool:
-        """Whether ``reply`` keeps to the knowledge: no number or measure (the word after a number) and not two
-        words from elsewhere (a small model's inventions bring words the venue never wrote: "founded in 1965",
-        "10 metres"). The limits were set on the development questions."""
-        missing = self.unsupported(reply, question)
+    def unsupported_values(self, reply: str, evidence: Sequence[Entry], question: str = "") -> list[str]:
+        """The values of ``reply`` that no entry of ``evidence`` gives, and, for each sentence whose values they
+        give, the words (search terms) that tie the sentence to something else than those entries: a word that names
+        a secret (:data:`~edgevoice.kiosk.credentials.SECRET_TERMS`); with the best entry (the first of
+        ``evidence``, the one ``question`` was grounded on) among them, :data:`VALUE_STRAY_WORDS` words that neither
+        they nor the question have; with neighbours only, any word they lack ("Parking is 14 euros." with the
+        ticket entry's price)."""
+        texts = [
+            (
+                e,
+                set(words(e.search_text(), hyphens=False))
+                | set(words(e.search_text()))
+                | set(_numbers(e.search_text())),
+            )
+            for e in evidence
+        ]
+        asked = set(terms(question))
+        out: list[str] = []
+        for sentence in _SENTENCE.findall(reply):
+            said = [v for v in values(sentence) if v not in self._persona_names or any(c.isdigit() for c in v)]
+            if not said:
+                continue
+            giving = [e for e, ws in texts if any(_gives(v, ws) for v in said)]
+            out += [v for v in said if not any(_gives(v, ws) for _, ws in texts)]
+            own = {t for e in giving for t in terms(e.search_text())}
+            stray = [
+                t
+                for t in dict.fromkeys(terms(sentence))
+                if t not in own
+                and t not in REPLY_FILLER
+                and t not in self._persona_terms
+                and not any(c.isdigit() for c in t)
+                and not any(near(t, o) for o in own)
+            ]
+            if set(stray) & SECRET_TERMS:
+                out += stray
+            elif giving and evidence and giving[0] is evidence[0]:
+                if len([t for t in stray if t not in asked]) >= VALUE_STRAY_WORDS:
+                    out += stray
+            elif stray:
+                out += stray
+        return list(dict.fromkeys(out))
+
+    def supported(self, reply: str, question: str, evidence: Sequence[Entry]) -> bool:
+        """Whether ``reply`` keeps to the knowledge: every value as an entry of ``evidence`` gives it, about what
+        that entry is about (:meth:`unsupported_values`), no measure (the word after a number) the knowledge lacks,
+        and not two words from elsewhere (a small model's inventions bring words the venue never
+        wrote: "founded in 1965", "10 metres"). The limits were set on the development questions."""
+        if self.unsupported_values(reply, evidence, question):
+            return False
+        missing = [t for t in self.unsupported(reply, question) if not any(c.isdigit() for c in t)]
         if not missing:
             return True
         measures = {t for m in _MEASURE.finditer(reply) for t in terms(m.group(1))}
-        return not any(t[0].isdigit() or t in measures for t in missing) and len(missing) < 2
+        return not any(t in measures for t in missing) and len(missing) < 2
+
+    def needs_check(self, question: str, evidence: Sequence[Entry]) -> bool:
+        """Whether a reply to ``question`` must be checked however well the knowledge covers it: the question asks
+        for a secret, or brings a value no entry of ``evidence`` gives (:meth:`claims`)."""
+        return bool(set(terms(question)) & SECRET_TERMS) or bool(self.claims(question, evidence))
+
+    def claims(self, question: str, evidence: Sequence[Entry]) -> list[str]:
+        """The values ``question`` brings that no entry of ``evidence`` gives ("is the network now Wi-Fi 4.5?"): a
+        reply that agrees would state them as fact."""
+        return [v for v in self.unsupported_values(question, evidence) if v in values(question)]
 
     def echoes(self, reply: str, question: str) -> bool:
         """Whether ``reply`` says nothing but what ``question`` asked ("Is photography permitted?" "Yes,
