@@ -8,11 +8,12 @@ it does not know.
 * **Grounding** (:mod:`edgevoice.kiosk.matching`): a gate answers a question the knowledge does not cover with
   :data:`~edgevoice.kiosk.prompt.DONT_KNOW` and a question one entry answers outright with that entry's answer,
   both without the model.
-* **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), each sentence of the
-  model's reply is held back until complete and checked (with what came before it): a number or several words the
-  knowledge, the persona and the question never use (an invention) end the reply there, with
-  :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported sentences are spoken as they come,
-  so a checked reply waits for its first sentence, not for its end; fully covered questions stream as usual.
+* **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), each clause (or, with
+  ``reply_check = "sentence"``, each sentence) of the model's reply is held back until complete and checked (with
+  what came before it): a number or several words the knowledge, the persona and the question never use (an
+  invention) end the reply there, with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet.
+  Supported parts are spoken as they come, so a checked reply waits for its first clause, not for its end; fully
+  covered questions stream as usual.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -67,6 +68,7 @@ class Kiosk:
         hint_entries: int = 1,
         venue_examples: int = 0,
         verify_below: float = 0.8,
+        reply_check: str = "clause",
         direct_answers: bool = True,
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
@@ -81,6 +83,8 @@ class Kiosk:
         consent)."""
         self.hint_entries = hint_entries
         self.verify_below = verify_below
+        self.reply_check = reply_check
+        """What of a checked reply is checked and spoken as a whole: "clause" or "sentence"."""
         self.vocabulary_prompt = vocabulary_prompt
         self.entries = parse_knowledge(knowledge, source=knowledge_source)
         self.log_transcripts = log_transcripts
@@ -130,6 +134,7 @@ class Kiosk:
             hint_entries=k.hint_entries,
             venue_examples=k.venue_examples,
             verify_below=k.verify_below,
+            reply_check=k.reply_check,
             direct_answers=k.direct_answers,
             embedder=embedder if k.semantic else None,
             phonemize=phonemize if k.mend_misheard else None,
