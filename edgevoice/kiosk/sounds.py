@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
+
+from rapidfuzz.distance import Levenshtein
 
 from edgevoice.kiosk.retrieval import STOP_WORDS, SYNONYMS
 from edgevoice.words import word_spans
@@ -45,7 +49,10 @@ _VOWELS = frozenset("aeiouæɑɐɒɔəɚɛɜɝɪʊʌʏyøœɤɯɨʉ")
 _NEAR = tuple(frozenset(s) for s in ("pb", "td", "kɡg", "fv", "sz", "ʃʒ", "θð", "mnŋ", "ɹl", "ɾtd"))
 
 
+@cache
 def _cost(a: str, b: str) -> float:
+    """The cost of substituting phoneme ``b`` for ``a`` (cached: a question's search asks for the same pairs
+    thousands of times)."""
     if a == b:
         return 0.0
     if (a in _VOWELS and b in _VOWELS) or any(a in pair and b in pair for pair in _NEAR):
@@ -60,15 +67,15 @@ def phonetic_distance(a: str, b: str) -> float:
     Written out because its costs depend on the phonemes: rapidfuzz's weighted Levenshtein (the package's other
     edit distances) gives every insertion, deletion and substitution one cost, and summing an exact and a
     class-level distance aligns each separately, which underestimates this one."""
+    gaps_b = [0.5 if cb in _VOWELS else 1.0 for cb in b]
     row = [0.0]
-    for cb in b:
-        row.append(row[-1] + (0.5 if cb in _VOWELS else 1.0))
+    for gap_b in gaps_b:
+        row.append(row[-1] + gap_b)
     for ca in a:
-        prev, row[0] = row[0], row[0] + (0.5 if ca in _VOWELS else 1.0)
+        gap_a = 0.5 if ca in _VOWELS else 1.0
+        prev, row[0] = row[0], row[0] + gap_a
         for j, cb in enumerate(b, 1):
-            gap_a = 0.5 if ca in _VOWELS else 1.0
-            gap_b = 0.5 if cb in _VOWELS else 1.0
-            prev, row[j] = row[j], min(row[j] + gap_a, row[j - 1] + gap_b, prev + _cost(ca, cb))
+            prev, row[j] = row[j], min(row[j] + gap_a, row[j - 1] + gaps_b[j - 1], prev + _cost(ca, cb))
     return row[-1]
 
 
@@ -112,6 +119,16 @@ class SoundLexicon:
             if len(sound) >= 2:
                 self.words[word] = sound
         self.known = frozenset(w.lower() for w in known) | {w for phrase in self.words for w in phrase.split()}
+        by_span: defaultdict[int, list[tuple[str, str]]] = defaultdict(list)
+        for word, sound in sorted(self.words.items(), key=lambda item: len(item[1])):
+            for span in (1, 2) if " " not in word else (word.count(" ") + 1,):  # a word may replace two heard ones
+                by_span[span].append((word, sound))
+        self._by_span = dict(by_span)
+        """The venue words that may replace a piece of one or two heard words, with their phonemes, shortest
+        first."""
+        self._near_start: dict[tuple[int, str], tuple[list[int], list[tuple[str, str]]]] = {}
+        """Per span and first heard sound: the lengths and the venue words (shortest first) that start with the
+        same or a near sound."""
 
     @classmethod
     def from_entries(cls, entries: Sequence[Entry], phonemize: Phonemize) -> SoundLexicon:
@@ -153,19 +170,34 @@ class SoundLexicon:
                 sound = self.sound(" ".join(said))
                 if len(sound) < 2:
                     continue
-                for word, venue_sound in self.words.items():
-                    if word in said or (" " in word and word.count(" ") + 1 != span):
+                lengths, near = self._starting_near(span, sound[0])
+                # too different in length to be near enough: |a - b| > max_distance * max(a, b)
+                lo = bisect_left(lengths, len(sound) * (1.0 - self.max_distance) - 1e-9)
+                hi = bisect_right(lengths, len(sound) / (1.0 - self.max_distance) + 1e-9)
+                for word, venue_sound in near[lo:hi]:
+                    if word in said:
                         continue
                     longer = max(len(sound), len(venue_sound))
                     if abs(len(sound) - len(venue_sound)) > self.max_distance * longer:
-                        continue  # too different in length to be near enough
-                    if _cost(sound[0], venue_sound[0]) >= 1.0:
-                        continue  # a word's first sound is the one a recognizer most rarely gets wrong
+                        continue
+                    # every edit costs at least 0.5: twice the largest distance allowed bounds the plain edit count
+                    most = int(2 * self.max_distance * longer + 1e-9)
+                    if Levenshtein.distance(sound, venue_sound, score_cutoff=most) > most:
+                        continue
                     distance = phonetic_distance(sound, venue_sound) / longer
                     if distance <= self.max_distance:
                         out.append(Mend(distance, piece[0][0], piece[-1][1], word))
         out.sort(key=lambda m: (m.distance, m.start, m.word))
         return out[:limit]
+
+    def _starting_near(self, span: int, first: str) -> tuple[list[int], list[tuple[str, str]]]:
+        """The venue words for a piece of ``span`` heard words whose first sound is ``first`` (a word's first sound is
+        the one a recognizer most rarely gets wrong), shortest first, with their lengths."""
+        key = (span, first)
+        if (found := self._near_start.get(key)) is None:
+            near = [(w, s) for w, s in self._by_span.get(span, ()) if _cost(first, s[0]) < 1.0]
+            found = self._near_start[key] = ([len(s) for _, s in near], near)
+        return found
 
     def first_mend(self, text: str, holds: Callable[[str], bool]) -> str | None:
         """``text`` with the first of its :meth:`candidates`, nearest first, for which ``holds`` (given the mended
