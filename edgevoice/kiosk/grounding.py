@@ -24,6 +24,8 @@ visitor's last message. The sentence encoder and the phonemizer are given to the
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from edgevoice.interfaces import LanguageModel
@@ -48,7 +50,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Kiosk"]
+__all__ = ["GROUNDED_KEPT", "Kiosk"]
+
+GROUNDED_KEPT = 32
+"""The groundings of this many recent questions are kept (a speculative question is grounded twice)."""
 
 
 class Kiosk:
@@ -113,6 +118,8 @@ class Kiosk:
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms)
+        self._grounded: OrderedDict[str, Grounding] = OrderedDict()
+        self._grounded_lock = threading.Lock()
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
 
     @classmethod
@@ -164,8 +171,18 @@ class Kiosk:
 
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it
-        (:meth:`edgevoice.kiosk.matching.Matcher.ground`)."""
-        return self.matcher.ground(question)
+        (:meth:`edgevoice.kiosk.matching.Matcher.ground`). Kept for the last few questions: the speculative prefill
+        grounds a transcript at the pause, and the reply grounds the same one again at the commit."""
+        with self._grounded_lock:
+            if (found := self._grounded.get(question)) is not None:
+                self._grounded.move_to_end(question)
+                return found
+        grounding = self.matcher.ground(question)
+        with self._grounded_lock:
+            self._grounded[question] = grounding
+            while len(self._grounded) > GROUNDED_KEPT:
+                self._grounded.popitem(last=False)
+        return grounding
 
     def small_talk(self, question: str) -> bool:
         """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""
