@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from edgevoice.bench.scoring import is_dont_know
 from edgevoice.config import config_from_dict
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
@@ -71,17 +72,18 @@ def test_the_first_clause_goes_out_before_the_model_has_finished_its_sentence(ki
         assert pieces == [(reply, grounded.llm.given)]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(
-    "reply",
-    [
-        "The whale skeleton is in the whale hall, it is 25 metres long, and very old.",
-        "The whale skeleton, 25 metres long, is in the whale hall.",
-        "It is 25 metres long, in the whale hall.",
-        "It is in the whale hall on the first floor. It is 25 metres long, and 120 years old.",
-        "It is in the whale hall, on the first floor. Its skull weighs 3,500 kilograms.",
-        "It is on the first floor, and it weighs 9.5 tonnes.",
-    ],
+INVENTED = (
+    "The whale skeleton is in the whale hall, it is 25 metres long, and very old.",
+    "The whale skeleton, 25 metres long, is in the whale hall.",
+    "It is 25 metres long, in the whale hall.",
+    "It is in the whale hall on the first floor. It is 25 metres long, and 120 years old.",
+    "It is in the whale hall, on the first floor. Its skull weighs 3,500 kilograms.",
+    "It is on the first floor, and it weighs 9.5 tonnes.",
 )
+"""Replies with an invented value, in the first clause, a later one or a later sentence."""
+
+
+@pytest.mark.parametrize("reply", INVENTED)
 def test_no_part_with_an_invented_value_is_spoken(kiosk: Kiosk, reply: str) -> None:
     grounded = kiosk.grounded(TokenLlm(reply))
     pieces = [p for p, _ in _pieces(grounded)]
@@ -89,10 +91,24 @@ def test_no_part_with_an_invented_value_is_spoken(kiosk: Kiosk, reply: str) -> N
     assert grounded.last_verdict is Verdict.UNSUPPORTED
     for number in ("25", "120", "3", "500", "9", "5"):
         assert number not in re.findall(r"\d+", said)
-    if said != DONT_KNOW:
-        assert reply.startswith(said)
-        for n in range(1, len(pieces) + 1):  # all that had been said at each moment kept to the knowledge
-            assert kiosk.check.supported("".join(pieces[:n]), QUESTION)
+    if pieces[-1].strip() == DONT_KNOW:  # the first sentence failed: the refusal follows what of it was said
+        pieces = pieces[:-1]
+    assert reply.startswith("".join(pieces))
+    for n in range(1, len(pieces) + 1):  # all that had been said at each moment kept to the knowledge
+        assert kiosk.check.supported("".join(pieces[:n]), QUESTION)
+
+
+@pytest.mark.parametrize("reply", [*INVENTED, "It is in the whale hall, on the first floor. It is old, and it is big."])
+def test_a_reply_declines_with_either_unit_alike(reply: str) -> None:
+    # what the quality benchmark scores: a refusal with one unit is a refusal with the other, and the clauses only
+    # add to what the sentences said
+    said = {}
+    for unit in ("clause", "sentence"):
+        grounded = Kiosk(sample_persona(), sample_knowledge(), reply_check=unit).grounded(TokenLlm(reply))
+        said[unit] = "".join(p for p, _ in _pieces(grounded))
+    assert is_dont_know(said["clause"]) == is_dont_know(said["sentence"])
+    if not is_dont_know(said["sentence"]):
+        assert said["clause"].startswith(said["sentence"])
 
 
 def test_clauses_speak_the_supported_start_of_a_sentence_the_sentence_check_drops() -> None:
@@ -102,7 +118,12 @@ def test_clauses_speak_the_supported_start_of_a_sentence_the_sentence_check_drop
         grounded = Kiosk(sample_persona(), sample_knowledge(), reply_check=unit).grounded(TokenLlm(reply))
         said[unit] = "".join(p for p, _ in _pieces(grounded))
         assert grounded.last_verdict is Verdict.UNSUPPORTED
-    assert said == {"clause": "It is in the whale hall, on the first floor,", "sentence": DONT_KNOW}
+    # the first sentence failed: both decline, the clauses after saying what of it is supported
+    assert said == {"clause": f"It is in the whale hall, on the first floor, {DONT_KNOW}", "sentence": DONT_KNOW}
+    second = "It is in the whale hall. It is on the first floor, and it is 25 metres long."
+    for unit, after in (("clause", " It is on the first floor,"), ("sentence", "")):
+        grounded = Kiosk(sample_persona(), sample_knowledge(), reply_check=unit).grounded(TokenLlm(second))
+        assert "".join(p for p, _ in _pieces(grounded)) == "It is in the whale hall." + after
 
 
 def test_a_mark_after_a_digit_waits_for_the_next_token(kiosk: Kiosk) -> None:
@@ -110,7 +131,7 @@ def test_a_mark_after_a_digit_waits_for_the_next_token(kiosk: Kiosk) -> None:
     assert kiosk.check.supported("It is on the first floor, a ticket costs 9.", QUESTION)
     grounded = kiosk.grounded(TokenLlm("It is on the first floor, a ticket costs 9.75 euros."))
     said = "".join(p for p, _ in _pieces(grounded))
-    assert said == ("It is on the first floor," if kiosk.reply_check == "clause" else DONT_KNOW)
+    assert said == (f"It is on the first floor, {DONT_KNOW}" if kiosk.reply_check == "clause" else DONT_KNOW)
     assert grounded.last_verdict is Verdict.UNSUPPORTED
 
 

@@ -67,12 +67,13 @@ def test_a_checked_replys_first_clause_goes_out_before_its_full_stop(llm: LlamaC
         for piece in grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=60):
             if piece:
                 out.append((piece, len(recorded.pieces)))
-        said = "".join(p for p, _ in out)
+        spoken = [p for p, _ in out if p.strip() != DONT_KNOW]  # a refusal follows a first sentence that failed
+        said = "".join(spoken)
         generated = "".join(recorded.pieces)
-        if grounded.last_verdict in (Verdict.MODEL, Verdict.UNSUPPORTED) and said != DONT_KNOW:
+        if grounded.last_verdict in (Verdict.MODEL, Verdict.UNSUPPORTED):
             assert generated.startswith(said), (said, generated)  # the model's own words, in order, none left out
-            for n in range(1, len(out) + 1):
-                assert kiosk.check.supported("".join(p for p, _ in out[:n]), question)
+            for n in range(1, len(spoken) + 1):
+                assert kiosk.check.supported("".join(spoken[:n]), question)
         first, given = out[0]
         written = "".join(recorded.pieces[:given])
         if first.rstrip().endswith((",", ";", ":")) and generated.startswith(first):

@@ -120,7 +120,8 @@ class GroundedModel:
         """A partly covered question's reply: each clause (``reply_check = "clause"``) or sentence is held back until
         it is complete and checked, with what was said before it, against the knowledge (an empty piece goes out for
         each piece of the model's, so the caller's cancel checks go on). A supported part is spoken at once; the
-        first unsupported one ends the reply ("I don't know" if nothing was said).
+        first unsupported one ends the reply, with "I don't know" when it ends the first sentence (after what of it
+        was said: a reply whose first sentence fails declines, whichever the unit).
 
         The check of a part is the check of the whole reply up to its end, so a sentence spoken clause by clause
         passes or stops exactly where the sentence-level check of the same words would: clauses only let its
@@ -136,8 +137,8 @@ class GroundedModel:
                 part, pending = pending[:end], pending[end:]
                 if not self.kiosk.check.supported(spoken + held + part, question):
                     self.last_verdict = Verdict.UNSUPPORTED
-                    if not spoken:
-                        yield DONT_KNOW
+                    if not sentences:  # the first sentence failed: the refusal follows what of it was said
+                        yield f" {DONT_KNOW}" if spoken else DONT_KNOW
                     return
                 held += part
                 if not sentences:  # the first sentence: an echo of the question is said otherwise
@@ -159,6 +160,9 @@ class GroundedModel:
                 spoken += rest
             else:
                 self.last_verdict = Verdict.UNSUPPORTED
+                if spoken.strip() and not sentences:
+                    yield f" {DONT_KNOW}"
+                    return
         if not spoken.strip():
             self.last_verdict = Verdict.UNSUPPORTED
             yield DONT_KNOW
