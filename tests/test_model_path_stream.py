@@ -90,7 +90,9 @@ def test_a_reply_prefilled_at_the_pause_is_the_reply_without_speculation(llm: Ll
     llm.prefill(kiosk.prefix)
     llm.prefill(conversation(kiosk.prefix, [], "Where is the cloakroom?"))  # a cache that shares only the prefix
     plain = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=60))
-    assert grounded.prefill(conversation(kiosk.prefix, [], partial)) > 0  # the visitor paused mid-question
+    # the visitor paused mid-question, whose hint was another entry's
+    mid = kiosk.user_turn(partial, kiosk.ground("Where is the cloakroom?"))
+    assert llm.prefill(conversation(kiosk.prefix, [], mid)) > 0
     assert grounded.prefill(conversation(kiosk.prefix, [], question)) > 0  # the last pause, the whole question
     speculated = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=60))
     assert speculated == plain and plain.strip()
