@@ -32,6 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="both", choices=("dev", "test", "both"))
     parser.add_argument("--venue", action="append", default=[])
+    parser.add_argument("--threads", type=int, default=Config().llm.threads, help="the language model's threads")
     parser.add_argument("--replies", type=Path, help="keep the generated replies in this file (a rerun reuses them)")
     args = parser.parse_args()
 
@@ -73,7 +74,11 @@ def main() -> None:
     reports = {}
     for unit in UNITS:
         unit_now[0] = unit
-        config = replace(base, kiosk=replace(base.kiosk, direct_answers=False, reply_check=unit))
+        config = replace(
+            base,
+            kiosk=replace(base.kiosk, direct_answers=False, reply_check=unit),
+            llm=replace(base.llm, threads=args.threads),
+        )
         options = VenueOptions(split=args.split, written_only=True)
         reports[unit] = run_venues(config, store, venues(args.venue or ["all"]), options, progress=print)
     print("\nvenue      split  n   right facts (sentence / clause)  don't know  invented")
