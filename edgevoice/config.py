@@ -197,8 +197,12 @@ class KioskConfig:
     """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
     prompt, before the "I don't know" example."""
     verify_below: float = field(default=0.8, metadata=_rng(0.0, 1.0))
-    """A reply to a question the knowledge covers less than this is held back until complete and replaced by "I don't
-    know" if it brings numbers or words the knowledge never uses (an invented fact); 0: never checked."""
+    """A reply to a question the knowledge covers less than this is checked as it comes (``reply_check``) and cut
+    where it brings numbers or words the knowledge never uses (an invented fact), "I don't know" if nothing was said
+    before; 0: never checked."""
+    reply_check: Literal["clause", "sentence"] = "clause"
+    """What of a checked reply is held back, checked (with all said before it) and then spoken: each clause, so the
+    first words go out at the first comma, or each whole sentence. Both stop the reply at the same word."""
     direct_answers: bool = True
     """A question one knowledge entry answers outright (every word of the question in it, no rival entry) gets that
     entry's answer as written, without the language model: the operator's words, at once."""

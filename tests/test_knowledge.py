@@ -687,3 +687,18 @@ def test_no_name_of_the_sample_venue_is_written_in_the_package_code() -> None:
         if re.search(rf"\b{name}\b", path.read_text(encoding="utf-8"), re.I)
     }
     assert found == set()
+
+
+def test_a_question_grounded_again_is_not_matched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the speculative prefill grounds a transcript at the pause, the reply the same one at the commit
+    kiosk = Kiosk(SAMPLE_PERSONA, SAMPLE_KNOWLEDGE)
+    matched: list[str] = []
+    ground = kiosk.matcher.ground
+    monkeypatch.setattr(kiosk.matcher, "ground", lambda q: matched.append(q) or ground(q))
+    first = kiosk.ground("Where is the whale?")
+    assert kiosk.ground("Where is the whale?") is first and matched == ["Where is the whale?"]
+    assert kiosk.ground("Is there a gift shop?").entries != first.entries
+    for i in range(40):  # only the last few questions are kept
+        kiosk.ground(f"Is room {i} open?")
+    kiosk.ground("Where is the whale?")
+    assert matched.count("Where is the whale?") == 2

@@ -26,7 +26,11 @@ def _config(tmp_path: Path, knowledge: bytes) -> Path:
     path = tmp_path / "venue.md"
     path.write_bytes(knowledge)
     config = tmp_path / "edgevoice.toml"
-    config.write_text(f'[kiosk]\nknowledge_file = "{path}"\n')
+    models = {key: tmp_path / f"{key}.onnx" for key in ("vad", "turn", "asr", "llm", "tts")}  # one's own model files
+    for model in [*models.values(), tmp_path / "tts.onnx.json"]:
+        model.write_bytes(b"model")
+    tables = "".join(f'{key} = "{model}"\n' for key, model in models.items())
+    config.write_text(f'[models]\n{tables}[kiosk]\nknowledge_file = "{path}"\nsemantic = false\n')
     return config
 
 
@@ -35,7 +39,9 @@ def test_a_file_over_the_byte_limit_is_refused_unread_with_the_limit_named(
 ) -> None:
     line = b"Where is the cafe? On the roof, next to the terrace and the lifts.\n"
     config_path = _config(tmp_path, line * (5_000_000 // len(line)))  # the issue's 5 MB file
-    assert cli.main(["config", "--config", str(config_path)]) == 2  # a config error: the unit does not restart
+    assert (
+        cli.main(["config", "--no-devices", "--config", str(config_path)]) == 2
+    )  # a config error: the unit does not restart
     err = capsys.readouterr().err
     assert f"kiosk.knowledge_file = '{tmp_path / 'venue.md'}'" in err
     assert f"at most {MAX_KNOWLEDGE_BYTES:,} are allowed" in err and "4,999," in err
@@ -52,7 +58,7 @@ def test_too_many_entries_are_refused_with_the_limit_named(tmp_path: Path, capsy
     text = "".join(f"Where is room {i}? On floor {i % 7}.\n" for i in range(MAX_ENTRIES + 1))
     assert len(text.encode()) < MAX_KNOWLEDGE_BYTES
     assert len(parse_knowledge(text[: text.index(f"Where is room {MAX_ENTRIES}?")])) == MAX_ENTRIES
-    assert cli.main(["config", "--config", str(_config(tmp_path, text.encode()))]) == 2
+    assert cli.main(["config", "--no-devices", "--config", str(_config(tmp_path, text.encode()))]) == 2
     err = capsys.readouterr().err
     assert f"{MAX_ENTRIES + 1:,} entries; at most {MAX_ENTRIES:,} are allowed" in err and "venue.md" in err
 
@@ -122,7 +128,7 @@ def test_a_5000_entry_file_loads_from_the_cache_and_answers(tmp_path: Path) -> N
 def test_a_knowledge_without_facts_is_a_loud_warning(
     text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert cli.main(["config", "--config", str(_config(tmp_path, text.encode()))]) == 0
+    assert cli.main(["config", "--no-devices", "--config", str(_config(tmp_path, text.encode()))]) == 0
     captured = capsys.readouterr()
     assert "1 warning" in captured.out and "venue.md': no facts in it" in captured.err
     with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.knowledge"):

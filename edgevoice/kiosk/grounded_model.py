@@ -1,7 +1,8 @@
 """The language model behind the kiosk's grounding: a wrapper that consults the kiosk
 (:class:`~edgevoice.kiosk.grounding_types.GroundingSource`) about the visitor's last question (gate, direct answer,
-retrieved facts) and checks sentence by sentence the reply to a question that is covered only partly, asks for a
-secret or brings a value of its own, against the entries retrieved for it (see :mod:`edgevoice.kiosk.grounding`).
+retrieved facts) and checks clause by clause (or sentence by sentence) the reply to a question that is covered only
+partly, asks for a secret or brings a value of its own, against the entries retrieved for it (see
+:mod:`edgevoice.kiosk.grounding`).
 
 Two mistakes of a small model are mended on the way out:
 
@@ -38,12 +39,23 @@ _DECLINE = DONT_KNOW_OPENING
 MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_CLAUSE_END = re.compile(r"[.!?,;:](?:\s|$)")
 
 
 def _words(text: str) -> str:
     """The words of ``text`` (a hyphen parts two), one space between each: a reply's start compares with a
     question's as text."""
     return " ".join(words(text, hyphens=False))
+
+
+def _next_cut(text: str, by_clause: bool) -> tuple[int, bool] | None:
+    """Where the first part of ``text`` to check ends (a clause or, ``by_clause`` false, a sentence), and whether
+    that part ends a sentence; None: no part is complete yet. A mark at the very end of the text right after a digit
+    waits for what comes next ("9." may become "9.50", "1," "1,200")."""
+    m = (_CLAUSE_END if by_clause else _SENTENCE_END).search(text)
+    if m is None or (m.end() == len(text) and m.end() - m.start() == 1 and m.start() and text[m.start() - 1].isdigit()):
+        return None
+    return m.end(), text[m.start()] in ".!?"
 
 
 def _close(stream: Iterator[str]) -> None:
@@ -114,38 +126,58 @@ class GroundedModel:
             finally:
                 stream.close()
             return
-        # A partly covered question: each sentence is held back until it is complete and checked, with what was
-        # said before it, against the knowledge (empty pieces keep the caller's cancel checks going). A supported
-        # sentence is spoken at once; the first unsupported one ends the reply ("I don't know" if nothing was said).
-        question = messages[-1].content
-        spoken, pending, sentences = "", "", 0
         try:
-            for piece in stream:
-                pending += piece
-                yield ""
-                while (end := _SENTENCE_END.search(pending)) is not None:
-                    sentence, pending = pending[: end.end()], pending[end.end() :]
-                    if not self.kiosk.check.supported(spoken + sentence, question, grounding.entries):
-                        self.last_verdict = Verdict.UNSUPPORTED
-                        if not spoken:
-                            yield DONT_KNOW
-                        return
-                    if not spoken and self.kiosk.check.echoes(sentence, question) and grounding.entries:
-                        yield self._instead_of_echo(grounding)
-                        return
-                    spoken += sentence
-                    sentences += 1
-                    yield sentence
-                if sentences >= MAX_HELD_SENTENCES:
-                    return
+            yield from self._checked(stream, messages[-1].content, grounding)
         finally:
             stream.close()
-        if pending.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
-            if self.kiosk.check.supported(spoken + pending, question, grounding.entries):
-                yield pending
-                spoken += pending
+
+    def _checked(self, stream: Iterator[str], question: str, grounding: Grounding) -> Generator[str, None, None]:
+        """A partly covered question's reply: each clause (``reply_check = "clause"``) or sentence is held back until
+        it is complete and checked, with what was said before it, against the knowledge (an empty piece goes out for
+        each piece of the model's, so the caller's cancel checks go on). A supported part is spoken at once; the
+        first unsupported one ends the reply, with "I don't know" when it ends the first sentence (after what of it
+        was said: a reply whose first sentence fails declines, whichever the unit).
+
+        The check of a part is the check of the whole reply up to its end, so a sentence spoken clause by clause
+        passes or stops exactly where the sentence-level check of the same words would: clauses only let its
+        supported start out sooner. The first sentence's clauses are kept back while that sentence could still turn
+        out to be an echo of the question (no content word yet that the question does not have)."""
+        by_clause = self.kiosk.reply_check == "clause"
+        spoken, held, pending, sentences = "", "", "", 0
+        for piece in stream:
+            pending += piece
+            yield ""
+            while (cut := _next_cut(pending, by_clause)) is not None:
+                end, ends_sentence = cut
+                part, pending = pending[:end], pending[end:]
+                if not self.kiosk.check.supported(spoken + held + part, question, grounding.entries):
+                    self.last_verdict = Verdict.UNSUPPORTED
+                    if not sentences:  # the first sentence failed: the refusal follows what of it was said
+                        yield f" {DONT_KNOW}" if spoken else DONT_KNOW
+                    return
+                held += part
+                if not sentences:  # the first sentence: an echo of the question is said otherwise
+                    if ends_sentence and self.kiosk.check.echoes(held, question) and grounding.entries:
+                        yield self._instead_of_echo(grounding)
+                        return
+                    if not ends_sentence and self.kiosk.check.echoes(f"{held} {question}", question):
+                        continue  # no content word the question lacks yet: the sentence may still echo it
+                released, held = held, ""
+                spoken += released
+                sentences += ends_sentence
+                yield released
+            if sentences >= MAX_HELD_SENTENCES:
+                return
+        rest = held + pending
+        if rest.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
+            if self.kiosk.check.supported(spoken + rest, question, grounding.entries):
+                yield rest
+                spoken += rest
             else:
                 self.last_verdict = Verdict.UNSUPPORTED
+                if spoken.strip() and not sentences:
+                    yield f" {DONT_KNOW}"
+                    return
         if not spoken.strip():
             self.last_verdict = Verdict.UNSUPPORTED
             yield DONT_KNOW

@@ -13,11 +13,12 @@ it does not know.
   addresses the assistant (:mod:`edgevoice.kiosk.instructions`) are left out at load, with a warning.
 * **Reply check** (:mod:`edgevoice.kiosk.reply_check`): for a question the knowledge covers only partly (below
   ``verify_below``) or one that brings a value none of its entries gives ("is the network now Wi-Fi 4.5?"), each
-  sentence of the model's reply is held back until complete and checked (with what came before it): a value (a
+  clause (or, with ``reply_check = "sentence"``, each sentence) of the model's reply is held back until complete and
+  checked (with what came before it): a value (a
   number, a code, a name) that no entry retrieved for the question gives, in a sentence about what that entry is
   about, or several words the knowledge, the persona and the question never use (an invention) end the reply there,
-  with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported sentences are spoken as they come,
-  so a checked reply waits for its first sentence, not for its end; fully covered questions stream as usual.
+  with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported parts are spoken as they come,
+  so a checked reply waits for its first clause, not for its end; fully covered questions stream as usual.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -28,6 +29,8 @@ visitor's last message. The sentence encoder and the phonemizer are given to the
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,7 +61,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Kiosk"]
+__all__ = ["GROUNDED_KEPT", "Kiosk"]
+
+GROUNDED_KEPT = 32
+"""The groundings of this many recent questions are kept (a speculative question is grounded twice)."""
 
 
 class Kiosk:
@@ -78,6 +84,7 @@ class Kiosk:
         hint_entries: int = 1,
         venue_examples: int = 0,
         verify_below: float = 0.8,
+        reply_check: str = "clause",
         direct_answers: bool = True,
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
@@ -94,6 +101,8 @@ class Kiosk:
         are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`)."""
         self.hint_entries = hint_entries
         self.verify_below = verify_below
+        self.reply_check = reply_check
+        """What of a checked reply is checked and spoken as a whole: "clause" or "sentence"."""
         self.vocabulary_prompt = vocabulary_prompt
         persona = persona_without_secrets(persona)
         self.entries = without_instructions(
@@ -126,6 +135,8 @@ class Kiosk:
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, venue_vocabulary([], also=[persona]))
+        self._grounded: OrderedDict[str, Grounding] = OrderedDict()
+        self._grounded_lock = threading.Lock()
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
 
     @classmethod
@@ -147,6 +158,7 @@ class Kiosk:
             hint_entries=k.hint_entries,
             venue_examples=k.venue_examples,
             verify_below=k.verify_below,
+            reply_check=k.reply_check,
             direct_answers=k.direct_answers,
             embedder=embedder if k.semantic else None,
             phonemize=phonemize if k.mend_misheard else None,
@@ -179,7 +191,21 @@ class Kiosk:
         """Whether the knowledge covers ``question``, and the entries that best answer it
         (:meth:`edgevoice.kiosk.matching.Matcher.ground`). A question for a secret is covered only by the entries that
         answer that very question (:mod:`edgevoice.kiosk.credentials`), and they alone are its evidence. A direct answer
-        to a question that brings a value no entry gives loses its opening "yes" or "no"."""
+        to a question that brings a value no entry gives loses its opening "yes" or "no". Kept for the last few
+        questions: the speculative prefill grounds a transcript at the pause, and the reply grounds the same one again
+        at the commit."""
+        with self._grounded_lock:
+            if (found := self._grounded.get(question)) is not None:
+                self._grounded.move_to_end(question)
+                return found
+        grounding = self._ground(question)
+        with self._grounded_lock:
+            self._grounded[question] = grounding
+            while len(self._grounded) > GROUNDED_KEPT:
+                self._grounded.popitem(last=False)
+        return grounding
+
+    def _ground(self, question: str) -> Grounding:
         grounding = self.matcher.ground(question)
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
             # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says

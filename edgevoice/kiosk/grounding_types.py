@@ -55,7 +55,12 @@ class GroundingSource(Protocol):
 
     @property
     def verify_below(self) -> float:
-        """A reply to a question covered less than this is checked sentence by sentence."""
+        """A reply to a question covered less than this is checked part by part."""
+        ...
+
+    @property
+    def reply_check(self) -> str:
+        """The part of a checked reply that is checked and then spoken as a whole: "clause" or "sentence"."""
         ...
 
     @property
