@@ -8,6 +8,8 @@ it does not know.
 * **Grounding** (:mod:`edgevoice.kiosk.matching`): a gate answers a question the knowledge does not cover with
   :data:`~edgevoice.kiosk.prompt.DONT_KNOW` and a question one entry answers outright with that entry's answer,
   both without the model.
+* **Small talk** (:mod:`edgevoice.kiosk.small_talk`): greetings, thanks, "can you hear me?", "who are you?" get a
+  short reply in the persona from the small-talk phrases, without the model (which declines them).
 * **Reply check**: for a question the knowledge covers only partly (below ``verify_below``), each sentence of the
   model's reply is held back until complete and checked (with what came before it): a number or several words the
   knowledge, the persona and the question never use (an invention) end the reply there, with
@@ -40,6 +42,7 @@ from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
+from edgevoice.kiosk.small_talk import SmallTalk
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 
 if TYPE_CHECKING:
@@ -72,13 +75,14 @@ class Kiosk:
         phonemize: Phonemize | None = None,
         knowledge_source: str = "knowledge",
         log_transcripts: bool = False,
+        small_talk_file: str = "",
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
         spoken as the operator wrote it, without the language model. ``embedder``: a sentence encoder for semantic
         matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``: text to
         phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
-        consent)."""
+        consent). ``small_talk_file``: the small-talk phrases (empty: the packaged ones)."""
         self.hint_entries = hint_entries
         self.verify_below = verify_below
         self.vocabulary_prompt = vocabulary_prompt
@@ -110,6 +114,8 @@ class Kiosk:
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms)
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
+        self.chat = SmallTalk.load(persona, small_talk_file)
+        """Greetings, thanks, "who are you?" and the like, answered in the persona without the model."""
 
     @classmethod
     def from_config(
@@ -135,6 +141,7 @@ class Kiosk:
             phonemize=phonemize if k.mend_misheard else None,
             knowledge_source=config.knowledge_source(),
             log_transcripts=config.debug.log_transcripts,
+            small_talk_file=k.small_talk_file,
         )
 
     @property
@@ -159,12 +166,17 @@ class Kiosk:
 
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it
-        (:meth:`edgevoice.kiosk.matching.Matcher.ground`)."""
+        (:meth:`edgevoice.kiosk.matching.Matcher.ground`); small talk comes back with its reply
+        (:attr:`Grounding.small_talk`) and nothing looked up."""
+        reply = self.chat.reply(question)
+        if reply is not None:
+            return Grounding(True, 1.0, small_talk=reply, question=question)
         return self.matcher.ground(question)
 
     def small_talk(self, question: str) -> bool:
-        """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""
-        return self.matcher.small_talk(question)
+        """Nothing to look up: small talk of a known kind ("hello, can you hear me?"), or no word but stop words and
+        the persona's ("hi Ada")."""
+        return self.chat.kind_of(question) is not None or self.matcher.small_talk(question)
 
     def user_turn(self, question: str, grounding: Grounding) -> str:
         """The visitor's message as the model sees it: in retrieval mode, with the retrieved facts before it."""
