@@ -118,8 +118,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def config_problems(config: Config) -> tuple[list[EdgeVoiceError], list[str]]:
     """What a valid config still gets wrong, found without loading a model: the knowledge (read and parsed), the
-    debug recorder's directory, the files the metrics exporter would replace. Errors and warnings, every one."""
+    small-talk phrases, the debug recorder's directory, the files the metrics exporter would replace. Errors and
+    warnings, every one."""
     from edgevoice.kiosk.knowledge import parse_knowledge
+    from edgevoice.kiosk.small_talk import SmallTalk
     from edgevoice.live.metrics import check_metrics_files
     from edgevoice.live.recorder import check_record_dir, default_debug_dir
 
@@ -129,7 +131,10 @@ def config_problems(config: Config) -> tuple[list[EdgeVoiceError], list[str]]:
         parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=warnings)
     except EdgeVoiceError as exc:
         errors.append(exc)
-    checks = [lambda: check_metrics_files(config.metrics.listen, config.metrics.textfile)]
+    checks = [
+        lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file),
+        lambda: check_metrics_files(config.metrics.listen, config.metrics.textfile),
+    ]
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir
         checks.append(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))

@@ -183,3 +183,17 @@ def test_the_config_names_the_phrase_file(tmp_path: Path) -> None:
     kiosk = Kiosk.from_config(config)
     assert kiosk.ground("Ahoy!").small_talk == "Ahoy!"
     assert kiosk.ground("Hello!").small_talk is None
+
+
+def test_the_config_command_reports_a_bad_phrase_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from edgevoice import cli
+
+    own = tmp_path / "talk.toml"
+    own.write_text("[kinds.greeting]\npatterns = ['(hi']\nreplies = ['Hi!']\n", encoding="utf-8")
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f'[kiosk]\nsmall_talk_file = "{own}"\n', encoding="utf-8")
+    assert cli.main(["config", "--config", str(config)]) == 2
+    assert str(own) in capsys.readouterr().err
+    own.write_text("[kinds.greeting]\npatterns = ['hi']\nreplies = ['Hi!']\n", encoding="utf-8")
+    assert cli.main(["config", "--config", str(config)]) == 0
+    assert "config OK" in capsys.readouterr().out
