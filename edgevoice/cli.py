@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import logging
 import sys
 import time
@@ -11,8 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice import __version__
-from edgevoice.config import Config, find_config
+from edgevoice.cli_json import emit, emit_error, human
+from edgevoice.config import find_config
 from edgevoice.errors import EdgeVoiceError
+
+JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
+EXIT_NOTHING_FOUND = 1
+"""`edgevoice devices` found no sound device."""
 
 STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
 STAGE_LABELS = {
@@ -51,7 +56,7 @@ def _cmd_converse(args: argparse.Namespace) -> int:
         report["load_ms"] = {k: round(v * 1000, 1) for k, v in load_times.items()}
         report["ready_ms"] = round(ready * 1000, 1)
         report["out"] = str(args.out) if args.out and not result.no_speech else None
-        print(json.dumps(report))
+        emit(report)
         return 0
     if result.no_speech:
         print("No speech found in the input: nothing to answer.")
@@ -82,18 +87,33 @@ def _cmd_say(args: argparse.Namespace) -> int:
     tts = PiperSynthesizer(onnx, voice_config, threads=config.tts.threads, length_scale=config.tts.length_scale)
     audio = np.concatenate(list(tts.synthesize(normalize_for_speech(args.text))))
     write_wav(args.out, audio, tts.sample_rate)
-    print(f"{args.out}: {len(audio) / tts.sample_rate:.2f} s at {tts.sample_rate} Hz")
+    seconds = len(audio) / tts.sample_rate
+    if args.json:
+        emit({"out": str(args.out), "seconds": round(seconds, 3), "sample_rate": tts.sample_rate})
+    else:
+        print(f"{args.out}: {seconds:.2f} s at {tts.sample_rate} Hz")
     return 0
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
     from edgevoice.audio.streams import list_devices
 
-    for d in list_devices():
+    devices = list_devices()
+    if args.json:
+        emit({"devices": [dataclasses.asdict(d) for d in devices]})
+    else:
+        for d in devices:
+            print(
+                f"{d.index:>3}  {d.name:<40} in={d.max_input_channels} out={d.max_output_channels} "
+                f"rate={d.default_rate:.0f} ({d.host_api})"
+            )
+    if not devices:
         print(
-            f"{d.index:>3}  {d.name:<40} in={d.max_input_channels} out={d.max_output_channels} "
-            f"rate={d.default_rate:.0f} ({d.host_api})"
+            "edgevoice: no sound devices found (is the sound server running, the sound card there, this user in the "
+            "audio group?)",
+            file=sys.stderr,
         )
+        return EXIT_NOTHING_FOUND
     return 0
 
 
@@ -104,46 +124,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
+    import tomli_w
+
+    from edgevoice.config_check import check_config, effective_config
+
     config = find_config(args.config)
-    errors, warnings = config_problems(config)
-    for warning in warnings:
+    printing = args.print_config
+    report = check_config(config, devices=not args.no_devices) if args.check or not printing else None
+    if args.json:
+        emit(
+            (report.as_json() if report is not None else {"source": config.source})
+            | ({"config": effective_config(config)} if printing else {})
+        )
+    elif printing:
+        print(f"# effective configuration (from {config.source}, defaults filled in, secrets masked)")
+        print(tomli_w.dumps(effective_config(config), multiline_strings=True), end="")
+    if report is None:
+        return 0
+    for warning in report.warnings:
         print(f"edgevoice: warning: {warning}", file=sys.stderr)
-    for error in errors:
+    for error in report.errors:
         print(f"edgevoice: error: {error}", file=sys.stderr)
-    if errors:
+    if report.errors:
+        print(f"edgevoice: {len(report.errors)} error(s) in {config.source}", file=sys.stderr)
         return 2
-    print(f"config OK ({config.source})" + (f", {len(warnings)} warning(s)" if warnings else ""))
+    if not args.json:
+        warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
+        human(f"config OK ({config.source}){warned}", json_mode=printing)
     return 0
-
-
-def config_problems(config: Config) -> tuple[list[EdgeVoiceError], list[str]]:
-    """What a valid config still gets wrong, found without loading a model: the knowledge (read and parsed), the
-    small-talk phrases, the debug recorder's directory, the files the metrics exporter would replace. Errors and
-    warnings, every one."""
-    from edgevoice.kiosk.knowledge import parse_knowledge
-    from edgevoice.kiosk.small_talk import SmallTalk
-    from edgevoice.live.metrics import check_metrics_files
-    from edgevoice.live.recorder import check_record_dir, default_debug_dir
-
-    errors: list[EdgeVoiceError] = []
-    warnings: list[str] = []
-    try:
-        parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=warnings)
-    except EdgeVoiceError as exc:
-        errors.append(exc)
-    checks = [
-        lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file),
-        lambda: check_metrics_files(config.metrics.listen, config.metrics.textfile),
-    ]
-    if config.debug.record_turns > 0:
-        record_dir = config.debug.record_dir
-        checks.append(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
-    for check in checks:
-        try:
-            check()
-        except EdgeVoiceError as exc:
-            errors.append(exc)
-    return errors, warnings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,26 +168,50 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("converse", help="answer one recorded question: WAV in, spoken reply out")
     p.add_argument("input", type=Path, help="a WAV file (any rate, any number of channels)")
     p.add_argument("--out", type=Path, help="where to write the reply as WAV")
-    p.add_argument("--json", action="store_true", help="print one JSON object (transcript, reply, stages in ms)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout (transcript, reply, stages in ms)"
+    )
     p.add_argument("--config", help="edgevoice.toml to use")
     p.set_defaults(handler=_cmd_converse)
 
     p = sub.add_parser("run", help="the live assistant: listen on the microphone and answer on the speaker")
     p.add_argument("--config")
-    p.add_argument("--json", action="store_true", help="print one JSON record per turn (and ready/stopped events)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object per line on stdout, one per event (ready, turn, ...)"
+    )
     p.set_defaults(handler=_cmd_run)
 
-    p = sub.add_parser("devices", help="list the sound devices (for [audio] input_device / output_device)")
+    p = sub.add_parser(
+        "devices",
+        help="list the sound devices (for [audio] input_device / output_device); exit status 1 when there are none",
+    )
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(handler=_cmd_devices)
 
     p = sub.add_parser("say", help="speak a text with the configured voice into a WAV file")
     p.add_argument("text")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--config")
     p.set_defaults(handler=_cmd_say)
 
-    p = sub.add_parser("config", help="validate the configuration and exit")
+    p = sub.add_parser(
+        "config",
+        help="check the configuration before a start (exit status 2 on errors), or print it",
+        description="Check the configuration: its values, the knowledge, the models (installed and matching their "
+        "checksums), the recognizer's language, the sound devices and the files the service writes. Every "
+        "problem is reported; the exit status is 2 when there is an error. --check is the default.",
+    )
     p.add_argument("--config")
+    p.add_argument("--check", action="store_true", help="check everything (the default without --print)")
+    p.add_argument(
+        "--print",
+        dest="print_config",
+        action="store_true",
+        help="print the effective configuration as TOML (defaults filled in, secrets masked)",
+    )
+    p.add_argument("--no-devices", action="store_true", help="leave the sound devices out of the check")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(handler=_cmd_config)
 
     add_bench_parser(sub)
@@ -198,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except EdgeVoiceError as exc:
+        if getattr(args, "json", None) is True:
+            emit_error(exc)
         print(f"edgevoice: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

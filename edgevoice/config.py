@@ -170,7 +170,7 @@ class KioskConfig:
 
 
 def _check_listen(key: str, value: str) -> None:
-    if value:
+    if value and value != "off":
         from edgevoice.live.metrics import parse_listen
 
         try:
@@ -182,7 +182,9 @@ def _check_listen(key: str, value: str) -> None:
 @dataclass(frozen=True)
 class MetricsConfig:
     listen: str = field(default="", metadata={"check": _check_listen})
-    """Serve Prometheus metrics on "127.0.0.1:PORT" / "[::1]:PORT" (loopback only) or "unix:/path"; empty: off."""
+    """Serve Prometheus metrics on "127.0.0.1:PORT" / "[::1]:PORT" (loopback only) or "unix:/path"; "off": nowhere;
+    empty: the service's socket under systemd ($RUNTIME_DIRECTORY/metrics.sock, /run/edgevoice/metrics.sock), else
+    nowhere."""
     textfile: str = ""
     """Or write them to this file after every turn, for node_exporter's textfile collector; empty: off."""
 

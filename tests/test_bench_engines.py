@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.models, pytest.mark.slow]
 def test_engine_benchmarks_report_every_stage(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "edgevoice", "bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "edgevoice", "bench", "--quick", "--report", str(out)],
         capture_output=True,
         text=True,
         timeout=900,

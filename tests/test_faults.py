@@ -153,7 +153,9 @@ def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
     ) as app:
         t = time.monotonic()
         late = ask(pulse, app, speak, QUESTIONS[0])
-        assert time.monotonic() - t < 16  # the turn record comes once the engine returned (8 s)
+        # the turn record comes once the engine returned (8 s after it was called), not at the next question's
+        # timeout: a loose bound, as the question's own playing and recognition take longer on a loaded machine
+        assert time.monotonic() - t < 30
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stop(app)
         log = app.stderr_tail(8000)

@@ -300,7 +300,11 @@ def _config_with_knowledge(tmp_path: Path, knowledge: bytes | None) -> Path:
     if knowledge is not None:
         path.write_bytes(knowledge)
     config = tmp_path / "edgevoice.toml"
-    config.write_text(f'[kiosk]\nknowledge_file = "{path}"\n')
+    models = {key: tmp_path / f"{key}.onnx" for key in ("vad", "turn", "asr", "llm", "tts")}  # one's own model files
+    for model in [*models.values(), tmp_path / "tts.onnx.json"]:
+        model.write_bytes(b"model")
+    tables = "".join(f'{key} = "{model}"\n' for key, model in models.items())
+    config.write_text(f'[models]\n{tables}[kiosk]\nknowledge_file = "{path}"\nsemantic = false\n')
     return config
 
 
@@ -328,7 +332,7 @@ def test_broken_knowledge_file_is_a_config_error(
 
 def test_config_command_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config_path = _config_with_knowledge(tmp_path, b"Is it open? Yes.\nIs it open? No.\n")
-    assert cli.main(["config", "--config", str(config_path)]) == 0
+    assert cli.main(["config", "--no-devices", "--config", str(config_path)]) == 0
     captured = capsys.readouterr()
     assert "config OK" in captured.out and "1 warning" in captured.out and "answered 2 ways" in captured.err
 
@@ -337,7 +341,7 @@ def test_config_command_reports_every_problem(tmp_path: Path, capsys: pytest.Cap
         fh.write(
             f'[debug]\nrecord_turns = 2\nrecord_dir = "/etc"\n[metrics]\ntextfile = "{tmp_path / "metrics.prom"}"\n'
         )
-    assert cli.main(["config", "--config", str(config_path)]) == 2
+    assert cli.main(["config", "--no-devices", "--config", str(config_path)]) == 2
     err = capsys.readouterr().err
     assert "debug.record_dir = '/etc'" in err and "metrics.textfile" in err and "answered 2 ways" in err
 

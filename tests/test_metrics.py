@@ -12,7 +12,8 @@ import pytest
 
 from edgevoice.config import config_from_dict
 from edgevoice.errors import ConfigError
-from edgevoice.live.metrics import Metrics, MetricsExporter, parse_listen
+from edgevoice.live.cli import start_metrics
+from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen, parse_listen
 from edgevoice.trace import TurnTimeline
 
 
@@ -129,3 +130,43 @@ def test_textfile_is_rewritten_and_a_failure_to_write_is_survived(tmp_path: Path
             exporter.update()
         finally:
             tmp_path.chmod(0o700)
+
+
+@pytest.mark.parametrize(
+    ("listen", "environ", "expected"),
+    [
+        ("", {"RUNTIME_DIRECTORY": "/run/edgevoice"}, "unix:/run/edgevoice/metrics.sock"),
+        ("", {"RUNTIME_DIRECTORY": "/run/edgevoice/:/run/other"}, "unix:/run/edgevoice/metrics.sock"),
+        ("", {}, ""),  # not under the service: off
+        ("", {"RUNTIME_DIRECTORY": "relative"}, ""),
+        ("off", {"RUNTIME_DIRECTORY": "/run/edgevoice"}, ""),
+        ("127.0.0.1:9464", {"RUNTIME_DIRECTORY": "/run/edgevoice"}, "127.0.0.1:9464"),
+    ],
+)
+def test_the_default_endpoint_is_the_runtime_socket(listen: str, environ: dict[str, str], expected: str) -> None:
+    assert effective_listen(listen, environ) == expected
+
+
+def test_off_is_a_valid_listen_value() -> None:
+    assert config_from_dict({"metrics": {"listen": "off"}}).metrics.listen == "off"
+
+
+def test_the_live_assistant_serves_on_the_runtime_directory_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(tmp_path))
+    exporter = start_metrics(config_from_dict({}))
+    assert exporter is not None
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(str(tmp_path / "metrics.sock"))
+            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+    finally:
+        exporter.close()
+    assert data.startswith(b"HTTP/1.0 200") and b'edgevoice_turns_total{outcome="answered"} 0.0' in data
+    monkeypatch.delenv("RUNTIME_DIRECTORY")
+    assert start_metrics(config_from_dict({})) is None  # outside the service: off by default

@@ -84,6 +84,7 @@ def test_unit_runs_the_packaged_config_and_models_as_a_notify_service_with_a_wat
     assert s["WatchdogSec"] == ["10"] and s["Restart"] == ["on-failure"] and s["RestartPreventExitStatus"] == ["2"]
     assert s["User"] == ["edgevoice"] and s["SupplementaryGroups"] == ["audio"]
     assert s["StateDirectory"] == ["edgevoice/debug"]  # the only place the service may write (debug recorder)
+    assert s["RuntimeDirectory"] == ["edgevoice"]  # and /run/edgevoice: the metrics socket (the default there)
     for key in ("PrivateNetwork", "ProtectHome", "NoNewPrivileges", "MemoryDenyWriteExecute"):
         assert s[key] == ["yes"], key
     assert s["ProtectSystem"] == ["strict"] and s["DevicePolicy"] == ["closed"] and s["MemoryMax"] == ["2G"]

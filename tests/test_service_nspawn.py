@@ -48,6 +48,18 @@ pytestmark = [
     pytest.mark.skipif(_why_not is not None, reason=f"no service manager test here: {_why_not}"),
 ]
 
+METRICS_SOCKET = "/run/edgevoice/metrics.sock"
+SCRAPE = """import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"GET /metrics HTTP/1.0\\r\\n\\r\\n")
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+sys.stdout.write(data.decode())
+"""
+
 
 # -- fixtures ------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -278,6 +290,15 @@ def test_a_turn_is_answered_and_journaled_with_latencies_and_no_audio_on_disk(
     }
     writable = box.run("find", "/var/lib/edgevoice/debug", "/tmp", "/var/tmp", "-type", "f").stdout.split()
     assert writable == [], writable
+
+    # metrics: on by default under the unit, on the socket in its RuntimeDirectory (the sandbox allows AF_UNIX only),
+    # reachable by root and counting the turn just answered
+    assert box.prop(UNIT, "RuntimeDirectory") == "edgevoice"
+    assert box.run("stat", "-c", "%F %a %U", METRICS_SOCKET).stdout.split() == ["socket", "700", "edgevoice"]
+    scrape = box.run("python3", "-c", SCRAPE, METRICS_SOCKET).stdout
+    assert scrape.startswith("HTTP/1.0 200"), scrape[:200]
+    answered = [line for line in scrape.splitlines() if line.startswith('edgevoice_turns_total{outcome="answered"}')]
+    assert answered and float(answered[0].rsplit(" ", 1)[1]) >= 1, answered
 
 
 def test_sigterm_during_a_reply_stops_cleanly_within_two_seconds(

@@ -185,15 +185,12 @@ def test_the_config_names_the_phrase_file(tmp_path: Path) -> None:
     assert kiosk.ground("Hello!").small_talk is None
 
 
-def test_the_config_command_reports_a_bad_phrase_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from edgevoice import cli
+def test_the_config_check_reports_a_bad_phrase_file(tmp_path: Path) -> None:
+    from edgevoice.config_check import check_config
 
     own = tmp_path / "talk.toml"
     own.write_text("[kinds.greeting]\npatterns = ['(hi']\nreplies = ['Hi!']\n", encoding="utf-8")
-    config = tmp_path / "edgevoice.toml"
-    config.write_text(f'[kiosk]\nsmall_talk_file = "{own}"\n', encoding="utf-8")
-    assert cli.main(["config", "--config", str(config)]) == 2
-    assert str(own) in capsys.readouterr().err
+    config = config_from_dict({"kiosk": {"small_talk_file": str(own)}})
+    assert sum(str(own) in str(e) for e in check_config(config, devices=False).errors) == 1
     own.write_text("[kinds.greeting]\npatterns = ['hi']\nreplies = ['Hi!']\n", encoding="utf-8")
-    assert cli.main(["config", "--config", str(config)]) == 0
-    assert "config OK" in capsys.readouterr().out
+    assert not any(str(own) in str(e) for e in check_config(config, devices=False).errors)

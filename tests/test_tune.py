@@ -48,7 +48,7 @@ def test_tune_writes_a_config_that_loads_with_measured_settings(tmp_path: Path) 
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "edgevoice", "tune", "--quick", "--config", str(base)),
-            *("--out", str(out), "--json", str(trials)),
+            *("--out", str(out), "--report", str(trials)),
         ],
         capture_output=True,
         text=True,

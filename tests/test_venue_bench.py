@@ -155,13 +155,17 @@ def test_venue_names_on_the_command_line(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.models
-def test_written_dev_split_of_one_venue_with_the_default_models(tmp_path: Path) -> None:
+def test_written_dev_split_of_one_venue_with_the_default_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from edgevoice.cli import main as cli_main
 
     out = tmp_path / "report.json"
     assert cli_main(["bench", "--quality", "--venue", str(ROOT / "venues/library"), "--split", "dev",
-                     "--quick", "--written-only", "--json", str(out)]) == 0  # fmt: skip
+                     "--quick", "--written-only", "--report", str(out), "--json"]) == 0  # fmt: skip
     report = json.loads(out.read_text(encoding="utf-8"))
+    printed = capsys.readouterr()
+    assert json.loads(printed.out) == report and "library" in printed.err  # the report on stdout, the table on stderr
     [row] = report["rows"]
     assert (row["venue"], row["split"], row["input"], row["n"]) == ("library", "dev", "written", 8)
     assert set(row["by_kind"]) == set(KINDS)

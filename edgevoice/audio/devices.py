@@ -22,6 +22,8 @@ __all__ = [
     "DeviceInfo",
     "SampleFormat",
     "bounded_call",
+    "check_devices",
+    "device_setting",
     "find_device",
     "list_devices",
     "open_stream",
@@ -95,6 +97,36 @@ def find_device(pa: Any, device: str | int | None, kind: Literal["input", "outpu
     raise AudioDeviceError(
         f"{kind} device {device!r} {problem} {kind} device ({kind} devices: {names})", code="audio_device_missing"
     )
+
+
+def device_setting(value: str) -> str | int | None:
+    """An ``[audio] input_device``/``output_device`` value as :func:`find_device` takes it: empty is the default
+    device, digits an index, anything else a name."""
+    if not value:
+        return None
+    return int(value) if value.isdigit() else value
+
+
+def check_devices(
+    input_device: str, output_device: str, *, portaudio: Callable[[], Any] | None = None
+) -> list[AudioDeviceError]:
+    """What stops the configured devices (``[audio]`` settings) from being found now, one error per device, each
+    naming its key and the devices there are; nothing is opened. ``portaudio`` starts PortAudio (tests pass a
+    fake)."""
+    try:
+        pa = (portaudio or start_portaudio)()
+    except AudioDeviceError as exc:
+        return [exc]
+    errors = []
+    try:
+        for key, value, kind in (("input_device", input_device, "input"), ("output_device", output_device, "output")):
+            try:
+                find_device(pa, device_setting(value), kind)  # type: ignore[arg-type]
+            except AudioDeviceError as exc:
+                errors.append(AudioDeviceError(f"audio.{key} = {value!r}: {exc.message}", code=exc.code))
+    finally:
+        pa.terminate()
+    return errors
 
 
 def open_stream(

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgevoice.cli_json import emit, human
+
 __all__ = ["add_bench_parser"]
 
 
@@ -73,7 +75,12 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         "pitch and tempo, clean and at 20/10 dB SNR: recognition WER, right facts, honest don't-knows, reply length, "
         "synthesizer round trip, phantoms; every installed model compared)",
     )
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the full report as JSON to OUT")
+    parser.add_argument("--report", type=Path, metavar="OUT", help="also write the full report as JSON to OUT")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the full report as one JSON object on stdout (the tables go to stderr; docs/cli.md)",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -102,14 +109,14 @@ def run_bench(args: argparse.Namespace) -> int:
 
         result = run_engines(config, store, EngineOptions.quick() if args.quick else EngineOptions(), progress)
         report["engines"] = result.as_dict()
-        print(format_engines(result))
+        human(format_engines(result), json_mode=args.json)
     if args.pipeline:
         from edgevoice.bench.pipeline import DEFAULT_VARIANTS, format_pipeline, run_pipeline
 
         variants = [DEFAULT_VARIANTS[0], *(parse_variant(v) for v in args.compare)] if args.compare else None
         rows = run_pipeline(config, store.models_dir, variants or DEFAULT_VARIANTS, turns=args.turns, progress=progress)
         report["pipeline"] = rows
-        print(format_pipeline(rows))
+        human(format_pipeline(rows), json_mode=args.json)
     if args.quality and not args.full:
         from edgevoice.bench.quality_report import format_venues
         from edgevoice.bench.venue_quality import VenueOptions, run_venues
@@ -122,7 +129,7 @@ def run_bench(args: argparse.Namespace) -> int:
             per_kind=1 if args.quick else 0,
         )
         report["quality"] = run_venues(config, store, venues(args.venue), venue_options, progress=progress)
-        print(format_venues(report["quality"]))
+        human(format_venues(report["quality"]), json_mode=args.json)
     elif args.quality:
         from edgevoice.bench.quality import QualityOptions, quick_options, run_quality
         from edgevoice.bench.quality_report import format_quality
@@ -132,10 +139,12 @@ def run_bench(args: argparse.Namespace) -> int:
             options = options.defaults_only(config)
         quality = run_quality(config, store, options, progress=progress)
         report["quality"] = quality
-        print(format_quality(quality))
+        human(format_quality(quality), json_mode=args.json)
+    payload = report if (engines or args.pipeline) else report["quality"]
+    if args.report:
+        args.report.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     if args.json:
-        payload = report if (engines or args.pipeline) else report["quality"]
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        emit(payload)
     return 0
 
 

@@ -197,7 +197,12 @@ def add_tune_parser(sub: Any) -> None:
         help="config file to write: the current config with the tuned keys changed (default ./edgevoice.toml, "
         "which edgevoice reads from the working directory)",
     )
-    p.add_argument("--json", type=Path, metavar="OUT", help="also write every trial as JSON")
+    p.add_argument("--report", type=Path, metavar="OUT", help="also write every trial as JSON to OUT")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result (chosen settings, changes, trials, GPU paths) as one JSON object on stdout",
+    )
     p.add_argument("--quick", action="store_true", help="fewer repeats and candidates (a first look; tests)")
     p.set_defaults(handler=_cmd_tune)
 
@@ -205,6 +210,7 @@ def add_tune_parser(sub: Any) -> None:
 def _cmd_tune(args: argparse.Namespace) -> int:
     import json
 
+    from edgevoice.cli_json import emit
     from edgevoice.config import find_config
     from edgevoice.config_file import write_config
     from edgevoice.engines.factory import model_store
@@ -217,9 +223,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         f"; everything else from {base})" if base else ")"
     )
     write_config(args.out, result.overrides, base=base, header=header)
-    if args.json:
-        args.json.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if args.report:
+        args.report.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
     diff = changed(config, result.overrides)
+    if args.json:
+        emit(result.as_dict() | {"changed": diff, "out": str(args.out)})
+        return 0
     print("\n".join(diff) if diff else "the current settings are already the fastest found")
     gpu = ", ".join(k for k, v in result.gpu.items() if v) or "none (CPU only)"
     print(f"GPU paths available: {gpu}")

@@ -44,6 +44,7 @@ __all__ = [
     "looks_looped",
     "phantom_reason",
     "spectral_flatness",
+    "whisper_languages",
 ]
 
 SAMPLE_RATE = 16000
@@ -356,6 +357,12 @@ class WhisperCppRecognizer:
 
 def _discard_log(level: int, text: str) -> None:
     """whisper.cpp's log sink while a model loads."""
+
+
+def whisper_languages() -> tuple[str, ...]:
+    """The language codes whisper.cpp knows (``[asr] language`` takes one of them, or ``auto``)."""
+    pw = _binding()
+    return tuple(pw.whisper_lang_str(i) for i in range(pw.whisper_lang_max_id() + 1))
 
 
 def _binding() -> ModuleType:

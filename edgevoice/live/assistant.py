@@ -17,6 +17,7 @@ import numpy as np
 
 from edgevoice.audio.aec import EchoCanceller
 from edgevoice.audio.capture import CaptureFrontEnd
+from edgevoice.audio.devices import device_setting
 from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.ring import SharedRing
 from edgevoice.audio.streams import InputStream, OutputStream
@@ -78,12 +79,6 @@ def speak_once(engines: Engines, text: str) -> FloatAudio | None:
     return np.concatenate(chunks).astype(np.float32) if chunks else None
 
 
-def _device(value: str) -> str | int | None:
-    if not value:
-        return None
-    return int(value) if value.isdigit() else value
-
-
 class LiveAssistant:
     """Everything `edgevoice run` starts, with one owner: ``close()`` releases it all within a few seconds."""
 
@@ -143,7 +138,7 @@ class LiveAssistant:
         a = self.config.audio
         stream = InputStream(
             self.capture,
-            device=_device(a.input_device),
+            device=device_setting(a.input_device),
             rate=a.input_rate or None,
             frame_ms=a.frame_ms,
             resample_quality=RESAMPLE_QUALITY,
@@ -157,7 +152,7 @@ class LiveAssistant:
         stream = OutputStream(
             self.loop.playback.pull,
             source_rate=self.out_rate,
-            device=_device(a.output_device),
+            device=device_setting(a.output_device),
             rate=a.output_rate or None,
             frame_ms=a.frame_ms,
             resample_quality=RESAMPLE_QUALITY,

@@ -21,7 +21,7 @@ from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speakin
 from edgevoice.live.faults import arm as arm_faults
 from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
-from edgevoice.live.metrics import Metrics, MetricsExporter
+from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.models.recheck import BackgroundRecheck
@@ -72,11 +72,13 @@ def event_record(event: LoopEvent) -> dict[str, object]:
 
 
 def start_metrics(config: Config) -> MetricsExporter | None:
-    """The configured metrics exporter (``[metrics]``), or None when metrics are off."""
+    """The configured metrics exporter (``[metrics]``, the service's socket by default), or None when metrics are
+    off."""
     m = config.metrics
-    if not m.listen and not m.textfile:
+    listen = effective_listen(m.listen)
+    if not listen and not m.textfile:
         return None
-    return MetricsExporter(Metrics(), listen=m.listen, textfile=m.textfile)
+    return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)
 
 
 def run_live(config: Config, *, json_lines: bool = False) -> int:

@@ -1,7 +1,9 @@
 """Prometheus metrics: a histogram per latency stage and for voice-to-voice, and turn counters.
 
-Off by default. ``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix
-socket (``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``);
+``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix socket
+(``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``). Left empty, it
+is the service's socket under systemd (:func:`effective_listen`: the unit's sandbox allows Unix sockets only) and
+off elsewhere; ``"off"`` turns it off everywhere.
 ``[metrics] textfile`` rewrites a file for node_exporter's textfile collector after every turn instead (atomically:
 written beside it, then renamed). Neither replaces what is not its own: a file at the socket's path, a textfile that
 holds something else. A metrics failure (socket taken, disk full, read-only file system) is logged and
@@ -18,6 +20,7 @@ import socket
 import socketserver
 import stat
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,22 @@ from edgevoice.trace import STAGE_NAMES, TurnTimeline
 log = logging.getLogger(__name__)
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+SERVICE_SOCKET = "metrics.sock"
+"""The socket's name in the service's ``RuntimeDirectory=`` (``/run/edgevoice/metrics.sock``)."""
+
+
+def effective_listen(listen: str, environ: Mapping[str, str] = os.environ) -> str:
+    """Where ``[metrics] listen`` serves: as configured; ``"off"``: nowhere (""); empty: under the service, a Unix
+    socket in its ``RuntimeDirectory=`` (``$RUNTIME_DIRECTORY``, the first when systemd lists several), the one kind of
+    endpoint its sandbox allows (``PrivateNetwork=yes``, ``RestrictAddressFamilies=AF_UNIX``); elsewhere nowhere."""
+    if listen == "off":
+        return ""
+    if listen:
+        return listen
+    runtime = environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    return f"unix:{runtime.rstrip('/')}/{SERVICE_SOCKET}" if runtime.startswith("/") else ""
 
 
 def parse_listen(value: str) -> tuple[str, str | int]:

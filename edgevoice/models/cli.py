@@ -2,6 +2,7 @@
 
 ``add_models_parser(subparsers)`` adds the ``models`` command; its parsed arguments go to ``run_models(args)``,
 which returns the exit status (0 ok, 1 a verification failed, 2 an error, printed as ``edgevoice: error: ...``).
+Each command takes ``--json`` (:mod:`edgevoice.cli_json`).
 ``python -m edgevoice.models.cli install ...`` runs the same commands without the main CLI.
 """
 
@@ -13,7 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgevoice.cli_json import emit, emit_error
 from edgevoice.errors import EdgeVoiceError
+
+JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
 
 if TYPE_CHECKING:
     from edgevoice.models.store import ModelStore
@@ -38,12 +42,15 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
 
     def with_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--json", action="store_true", help=JSON_HELP)
         p.add_argument(
             "--dir",
             type=Path,
             default=None,
-            help="models directory (default: $EDGEVOICE_MODELS_DIR or ~/.local/share/edgevoice/models)",
+            help="models directory (default: the config's [models] dir, else $EDGEVOICE_MODELS_DIR or "
+            "~/.local/share/edgevoice/models)",
         )
+        p.add_argument("--config", help="edgevoice.toml whose [models] dir to use (found as by every command)")
         return p
 
     install = with_dir(
@@ -74,6 +81,7 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
         "`edgevoice models install --find-links DIR` (the Debian package's post-install uses "
         "$EDGEVOICE_MODELS_BUNDLE or /var/cache/edgevoice/bundle).",
     )
+    bundle.add_argument("--json", action="store_true", help=JSON_HELP)
     bundle.add_argument("directory", type=Path, metavar="DIR", help="the bundle folder (created if missing)")
     bundle.add_argument("names", nargs="*", metavar="NAME", help="models to bundle (see `edgevoice models list`)")
     bundle.add_argument("--all", action="store_true", help="bundle every model in the manifest, optional ones too")
@@ -84,36 +92,72 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
 def run_models(args: argparse.Namespace) -> int:
     from edgevoice.models.store import ModelStore  # lazy: `edgevoice --help` stays cheap
 
+    json_mode = bool(getattr(args, "json", False))
     try:
-        store = ModelStore(models_dir=getattr(args, "dir", None))
+        store = ModelStore(models_dir=_models_dir(args))
+        if args.models_command in ("install", "bundle") and args.all and args.names:
+            raise EdgeVoiceError("give model names or --all, not both", code="usage")
         if args.models_command == "install":
-            if args.all and args.names:
-                raise EdgeVoiceError("give model names or --all, not both", code="usage")
             names = store.manifest.names() if args.all else list(args.names)
-            paths = store.install(names, progress=not args.quiet, find_links=args.find_links, force=args.force)
-            if not args.quiet:
+            quiet = args.quiet or json_mode
+            paths = store.install(names, progress=not quiet, find_links=args.find_links, force=args.force)
+            if json_mode:
+                emit({"models_dir": str(store.models_dir), "paths": [str(p) for p in paths]})
+            elif not args.quiet:
                 for path in paths:
                     print(path)
             return 0
         if args.models_command == "bundle":
-            if args.all and args.names:
-                raise EdgeVoiceError("give model names or --all, not both", code="usage")
             names = store.manifest.names() if args.all else list(args.names)
-            dists = store.bundle(args.directory, names, progress=not args.quiet, find_links=args.find_links)
-            if not args.quiet:
+            quiet = args.quiet or json_mode
+            dists = store.bundle(args.directory, names, progress=not quiet, find_links=args.find_links)
+            if json_mode:
+                emit({"directory": str(args.directory), "distributions": [str(d) for d in dists]})
+            elif not args.quiet:
                 print(f"{len(dists)} distributions and the manifest in {args.directory}")
                 print(f"install with: edgevoice models install --find-links {args.directory}")
             return 0
         if args.models_command == "verify":
-            return _print_verify(store, args.names)
-        return _print_list(store)
+            return _print_verify(store, args.names, json_mode)
+        return _print_list(store, json_mode)
     except EdgeVoiceError as exc:
+        if json_mode:
+            emit_error(exc)
         print(f"edgevoice: error: {exc}", file=sys.stderr)
         return 2
 
 
-def _print_verify(store: ModelStore, names: Sequence[str]) -> int:
+def _models_dir(args: argparse.Namespace) -> Path | None:
+    """``--dir``, else the ``[models] dir`` of the config the other commands would read, else None (the default)."""
+    if getattr(args, "dir", None) is not None:
+        return Path(args.dir)
+    if not hasattr(args, "config"):
+        return None
+    from edgevoice.config import find_config
+
+    configured = find_config(args.config).models.dir
+    return Path(configured).expanduser() if configured else None
+
+
+def _print_verify(store: ModelStore, names: Sequence[str], json_mode: bool = False) -> int:
     results = store.verify(names)
+    failed = [r for r in results if not r.ok]
+    if json_mode:
+        files = [
+            {
+                "model": r.model,
+                "file": r.file,
+                "path": str(r.path),
+                "status": r.status,
+                "expected_sha256": r.expected_sha256,
+                "actual_sha256": r.actual_sha256,
+                "expected_size": r.expected_size,
+                "actual_size": r.actual_size,
+            }
+            for r in results
+        ]
+        emit({"ok": not failed, "models_dir": str(store.models_dir), "files": files})
+        return 1 if failed else 0
     for r in results:
         if r.status == "ok":
             print(f"ok        {r.model}: {r.path}\n          sha256 {r.actual_sha256}")
@@ -125,21 +169,40 @@ def _print_verify(store: ModelStore, names: Sequence[str]) -> int:
             print(f"          expected sha256 {r.expected_sha256} ({r.expected_size} bytes)")
             print(f"          actual   sha256 {r.actual_sha256} ({r.actual_size} bytes)")
             print(f"          reinstall with: {store.install_command(r.model, force=True)}")
-    failed = [r for r in results if not r.ok]
     print(f"{len(results) - len(failed)} of {len(results)} files ok", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _print_list(store: ModelStore) -> int:
+def _print_list(store: ModelStore, json_mode: bool = False) -> int:
+    statuses = store.status()
+    if json_mode:
+        models = [
+            {
+                "name": s.name,
+                "role": s.role,
+                "default": s.default,
+                "state": _state(s.installed, s.verified),
+                "size": s.size,
+                "description": s.description,
+                "files": [str(f) for f in s.files],
+            }
+            for s in statuses
+        ]
+        emit({"models_dir": str(store.models_dir), "models": models})
+        return 0
     print(f"models directory: {store.models_dir}")
     rows = [("NAME", "ROLE", "DEFAULT", "STATE", "SIZE", "DESCRIPTION")]
-    for s in store.status():
-        state = "verified" if s.verified else "installed" if s.installed else "-"
+    for s in statuses:
+        state = _state(s.installed, s.verified)
         rows.append((s.name, s.role, "yes" if s.default else "", state, f"{s.size / 1e6:.1f} MB", s.description))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[5])
     return 0
+
+
+def _state(installed: bool, verified: bool) -> str:
+    return "verified" if verified else "installed" if installed else "-"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

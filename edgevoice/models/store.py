@@ -108,7 +108,8 @@ class ModelStore:
             st = target.stat()
         except FileNotFoundError:
             raise ModelMissingError(
-                f"model file {target} ({name}) is not installed; install it with: {self.install_command(name)}"
+                f"model file {target} ({name}, sha256 {out.sha256}) is not installed; "
+                f"install it with: {self.install_command(name)}"
             ) from None
         if st.st_size != out.size or not self._stamp_matches(out, st):
             actual = _hash(target)

@@ -20,6 +20,11 @@ def add_selftest_parser(sub: Any) -> None:
     p.add_argument("--turns", type=int, help="utterances to answer (default: each bundled utterance once)")
     p.add_argument("--budget-ms", type=float, help="p95 voice-to-voice budget (default [selftest] budget_ms, 500)")
     p.add_argument("--report", type=Path, default=Path("edgevoice-selftest.json"), help="JSON report to write")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as one JSON object on stdout (the table goes to stderr; docs/cli.md)",
+    )
     p.add_argument("--chart", type=Path, default=Path("edgevoice-selftest.png"), help="waterfall chart (PNG)")
     p.add_argument(
         "--hardware",
@@ -31,6 +36,7 @@ def add_selftest_parser(sub: Any) -> None:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
+    from edgevoice.cli_json import emit, human
     from edgevoice.config import find_config
     from edgevoice.engines.factory import model_store
     from edgevoice.selftest.chart import waterfall
@@ -52,11 +58,14 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     data = report(result, budget, chart=str(chart))
     args.report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     stopped = result.stopped
-    print(table(result, budget))
-    print(
+    lines = [
+        table(result, budget),
         f"\n{len(result.turns)} turns ({result.mode}); xruns: input overruns {stopped.get('input_overruns')}, "
-        f"output underruns {stopped.get('output_underruns')}; echo attenuation {stopped.get('echo_attenuation_db')} dB"
-    )
-    print(f"report: {args.report}  chart: {chart}")
-    print(f"verdict: {data['verdict']} (p95 {data['verdict_on']} against {budget:.0f} ms)")
+        f"output underruns {stopped.get('output_underruns')}; echo attenuation {stopped.get('echo_attenuation_db')} dB",
+        f"report: {args.report}  chart: {chart}",
+        f"verdict: {data['verdict']} (p95 {data['verdict_on']} against {budget:.0f} ms)",
+    ]
+    human("\n".join(lines), json_mode=args.json)
+    if args.json:
+        emit(data)
     return int(data["exit_code"])

@@ -1,0 +1,163 @@
+"""`edgevoice config --check`: what a valid config still gets wrong before a start, every problem at once.
+
+Loading the config has already checked each value's type and range (:mod:`edgevoice.config`); these checks look
+outside it without loading a model: the knowledge and the small-talk phrases parse, every configured model is
+installed and matches its pinned checksum, the recognizer speaks the configured language, the sound devices exist,
+and the directories and files the service would write are its own. ``--print`` shows the effective configuration,
+secrets masked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgevoice.config import Config
+from edgevoice.errors import ConfigError, EdgeVoiceError, ModelMissingError
+
+__all__ = ["ConfigReport", "check_config", "effective_config", "masked"]
+
+SECRET = re.compile(r"(^|_)(api_key|key|token|password|secret)$")
+"""Config keys whose values ``--print`` masks (a key file's path is not a secret: ``api_key_file`` is shown)."""
+MASK = "********"
+
+
+@dataclasses.dataclass
+class ConfigReport:
+    """The problems found: errors (the service would not start, or not as configured) and warnings."""
+
+    source: str
+    errors: list[EdgeVoiceError] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def check(self, step: Callable[[], object]) -> None:
+        """Run one check; its error is kept and the next check runs."""
+        try:
+            step()
+        except EdgeVoiceError as exc:
+            self.errors.append(exc)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "source": self.source,
+            "errors": [{"code": e.code, "message": e.message} for e in self.errors],
+            "warnings": self.warnings,
+        }
+
+
+def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[], Any] | None = None) -> ConfigReport:
+    """Every check below on ``config``; ``devices=False`` leaves the sound devices out (a box being prepared away
+    from its sound hardware)."""
+    from edgevoice.kiosk.knowledge import parse_knowledge
+    from edgevoice.kiosk.small_talk import SmallTalk
+    from edgevoice.live.metrics import check_metrics_files, effective_listen
+    from edgevoice.live.recorder import check_record_dir, default_debug_dir
+
+    report = ConfigReport(config.source)
+    report.check(
+        lambda: parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
+    )
+    report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
+    report.check(lambda: check_metrics_files(effective_listen(config.metrics.listen), config.metrics.textfile))
+    if config.debug.record_turns > 0:
+        record_dir = config.debug.record_dir
+        report.check(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
+    asr_path = _check_models(config, report)
+    report.check(lambda: check_language(config, asr_path))
+    if devices:
+        from edgevoice.audio.devices import check_devices
+
+        report.errors += check_devices(config.audio.input_device, config.audio.output_device, portaudio=portaudio)
+    return report
+
+
+def _check_models(config: Config, report: ConfigReport) -> Path | None:
+    """Each configured model installed and verified (hashed where its stamp no longer matches); the embedding model
+    only with ``[kiosk] semantic``, and its absence is a warning (the kiosk then matches by words). Returns the
+    recognizer's file when it checked out."""
+    from edgevoice.engines.factory import embedder_files, model_store, piper_files, resolve
+
+    store = model_store(config)
+    m = config.models
+    found: dict[str, Path] = {}
+
+    def model(key: str, value: str) -> None:
+        try:
+            if key == "tts":
+                found[key], voice_config = piper_files(store, value)
+                if not voice_config.is_file():
+                    raise ModelMissingError(f"no {voice_config} (the voice's config, beside its model)")
+            elif key == "embed":
+                found[key] = embedder_files(store, value)["weights"]
+            else:
+                found[key] = resolve(store, key, value)
+        except EdgeVoiceError as exc:
+            prefix = f"models.{key} = {value!r}: "
+            message = exc.message if exc.message.startswith(prefix) else prefix + exc.message
+            if key == "embed" and isinstance(exc, ModelMissingError):
+                report.warnings.append(f"{message} (semantic matching is off until it is installed)")
+                return
+            raise EdgeVoiceError(message, code=exc.code) from exc
+
+    keys = ["vad", "turn", "asr", "llm", "tts"] + (["embed"] if config.kiosk.semantic else [])
+    for key in keys:
+        report.check(functools.partial(model, key, getattr(m, key)))
+    return found.get("asr")
+
+
+def check_language(config: Config, asr_path: Path | None) -> None:
+    """``[asr] language`` is one whisper.cpp knows (or ``auto``), and the recognizer is multilingual unless it is
+    English: an English-only model (``*.en``) told another language gives nothing useful. Judged from the model file
+    when it is there, else from its name."""
+    from edgevoice.engines.whispercpp import whisper_languages
+
+    language = config.asr.language
+    key = f"asr.language = {language!r}"
+    if language != "auto":
+        known = whisper_languages()
+        if language not in known:
+            raise ConfigError(f"{key}: not a language Whisper knows (one of: auto, {', '.join(sorted(known))})")
+    if language == "en":
+        return
+    if asr_path is not None:
+        from edgevoice.models.whisper_ggml import inspect_ggml
+
+        multilingual = inspect_ggml(asr_path).hparams.is_multilingual
+        named = f"{asr_path.name}"
+    else:
+        multilingual = not re.search(r"\.en($|[._-])", Path(config.models.asr).name)
+        named = config.models.asr
+    if not multilingual:
+        raise ConfigError(
+            f"{key}: models.asr = {config.models.asr!r} ({named}) is an English-only Whisper model; "
+            "set language = 'en' or choose a multilingual model (`edgevoice models list`, role asr)"
+        )
+
+
+def effective_config(config: Config) -> dict[str, Any]:
+    """The configuration as TOML tables, every default filled in, secrets masked (for ``--print``)."""
+    raw = dataclasses.asdict(config)
+    raw.pop("source", None)
+    return masked(raw)
+
+
+def masked(tables: dict[str, Any]) -> dict[str, Any]:
+    """``tables`` with every non-empty value of a secret key (:data:`SECRET`) replaced by :data:`MASK`."""
+    out: dict[str, Any] = {}
+    for key, value in tables.items():
+        if isinstance(value, dict):
+            out[key] = masked(value)
+        elif SECRET.search(key) and value:
+            out[key] = MASK
+        else:
+            out[key] = value
+    return out

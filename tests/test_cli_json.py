@@ -1,0 +1,139 @@
+"""`--json` means the same on every command: one JSON object on stdout (``run``: one per line), nothing else there,
+``{"error": {...}}`` and exit status 2 on a failure; `edgevoice devices` says so when it finds none."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from edgevoice import cli
+from edgevoice.audio import streams
+from edgevoice.audio.devices import DeviceInfo
+
+
+def commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every leaf command of the parser tree by its full name ("models verify")."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return {prefix.strip(): parser}
+    found: dict[str, argparse.ArgumentParser] = {}
+    for name, child in subs[0].choices.items():
+        found |= commands(child, f"{prefix} {name}")
+    return found
+
+
+def test_every_command_takes_json_as_a_flag() -> None:
+    leaves = commands(cli.build_parser())
+    assert {"converse", "run", "devices", "say", "config", "bench", "tune", "selftest", "models list"} <= set(leaves)
+    for name, parser in leaves.items():
+        options = {o: a for a in parser._actions for o in a.option_strings}
+        assert "--json" in options, f"edgevoice {name} has no --json"
+        flag = options["--json"]
+        assert flag.nargs == 0 and flag.const is True, f"edgevoice {name}: --json takes a value"
+
+
+def test_devices_says_so_when_it_finds_none(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(streams, "list_devices", lambda: [])
+    assert cli.main(["devices"]) == cli.EXIT_NOTHING_FOUND == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "no sound devices found" in err
+    assert cli.main(["devices", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"devices": []} and "no sound devices found" in err
+
+
+def test_devices_as_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    mic = DeviceInfo(index=3, name="USB Mic", host_api="ALSA", max_input_channels=1, max_output_channels=0,
+                     default_rate=48000)  # fmt: skip
+    monkeypatch.setattr(streams, "list_devices", lambda: [mic])
+    assert cli.main(["devices", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and json.loads(out) == {
+        "devices": [
+            {
+                "index": 3,
+                "name": "USB Mic",
+                "host_api": "ALSA",
+                "max_input_channels": 1,
+                "max_output_channels": 0,
+                "default_rate": 48000,
+            }
+        ]
+    }
+    assert cli.main(["devices"]) == 0
+    assert "USB Mic" in capsys.readouterr().out
+
+
+def test_a_failure_under_json_is_an_error_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["converse", str(tmp_path / "missing.wav"), "--json"]) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert error["code"] == "audio_missing" and "missing.wav" in error["message"]
+    assert f"edgevoice: error: [{error['code']}]" in err  # and for people, on stderr as without --json
+
+
+def test_models_verify_and_list_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["models", "verify", "silero-vad", "--json", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert report["ok"] is False and report["models_dir"] == str(tmp_path)
+    [entry] = report["files"]
+    assert entry["model"] == "silero-vad" and entry["status"] == "missing" and len(entry["expected_sha256"]) == 64
+
+    assert cli.main(["models", "list", "--json", "--dir", str(tmp_path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    vad = next(m for m in listed["models"] if m["name"] == "silero-vad")
+    assert vad["state"] == "-" and vad["default"] is True and vad["role"] == "vad"
+
+    assert cli.main(["models", "install", "no-such-model", "--json", "--dir", str(tmp_path)]) == 2
+    assert json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+def test_models_use_the_configs_models_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f'[models]\ndir = "{tmp_path / "kiosk-models"}"\n')
+    assert cli.main(["models", "list", "--json", "--config", str(config)]) == 0
+    assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path / "kiosk-models")
+    assert cli.main(["models", "list", "--json", "--config", str(config), "--dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["models_dir"] == str(tmp_path)  # --dir first
+
+
+def test_run_reports_a_bad_config_as_an_error_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "edgevoice.toml"
+    config.write_text("[llm]\nthreads = 0\n")
+    assert cli.main(["run", "--json", "--config", str(config)]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert json.loads(out) == {
+        "error": {"code": "config_invalid", "message": "llm.threads = 0: must be between 1 and 64"}
+    }
+
+
+def test_say_as_json_with_the_real_voice(store: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "hello.wav"
+    assert cli.main(["say", "Hello there.", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["out"] == str(out) and out.stat().st_size > 44 and result["seconds"] > 0.3
+    assert result["sample_rate"] == 22050
+
+
+def test_bench_prints_its_report_as_json_and_its_table_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgevoice.bench import quality_report, venue_quality
+
+    quality = {"rows": [{"venue": "sample", "right_facts_percent": 80.0}], "items": []}
+    monkeypatch.setattr(venue_quality, "run_venues", lambda *_a, **_k: quality)  # the wiring, not the benchmark
+    monkeypatch.setattr(quality_report, "format_venues", lambda q: f"TABLE {q['rows'][0]['venue']}")
+    out = tmp_path / "report.json"
+    assert cli.main(["bench", "--quality", "--written-only", "--report", str(out), "--json"]) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out) == json.loads(out.read_text()) == quality
+    assert "TABLE sample" in printed.err and "TABLE" not in printed.out
+    assert cli.main(["bench", "--quality", "--written-only"]) == 0
+    assert capsys.readouterr().out.strip() == "TABLE sample"  # without --json: the table on stdout, as before
