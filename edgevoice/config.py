@@ -214,6 +214,10 @@ class KioskConfig:
     """With ``semantic``: a question no entry answers outright is tried with one or two words replaced by venue
     words that sound nearly the same ("Wilcher" as "wheelchair"), and taken so when an entry then answers it
     outright and it comes clearly closer in meaning (edgevoice/kiosk/sounds.py)."""
+    small_talk_file: str = ""
+    """A TOML file of small-talk kinds, trigger patterns and replies (the form of the packaged
+    edgevoice/data/en/small_talk.toml, which is used when empty): greetings, thanks, "who are you?" and the like are
+    answered with these, at once, without the language model."""
     vocabulary_prompt: bool = False
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge. Off by
     default: it gets venue names right far more often, but a prompted decode needs a longer window and costs more

@@ -1,8 +1,9 @@
 """`edgevoice config --check`: what a valid config still gets wrong before a start, every problem at once.
 
 Loading the config has already checked each value's type and range (:mod:`edgevoice.config`); these checks look
-outside it without loading a model: the knowledge parses, every configured model is installed and matches its pinned
-checksum, the recognizer speaks the configured language, the sound devices exist, the remote model's key can be read,
+outside it without loading a model: the knowledge and the small-talk phrases parse, every configured model is
+installed and matches its pinned checksum, the recognizer speaks the configured language, the sound devices exist,
+the remote model's key can be read,
 and the directories and files the service would write are its own. ``--print`` shows the effective configuration,
 secrets masked.
 """
@@ -58,6 +59,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     """Every check below on ``config``; ``devices=False`` leaves the sound devices out (a box being prepared away
     from its sound hardware)."""
     from edgevoice.kiosk.knowledge import parse_knowledge
+    from edgevoice.kiosk.small_talk import SmallTalk
     from edgevoice.live.metrics import check_metrics_files, effective_listen
     from edgevoice.live.recorder import check_record_dir, default_debug_dir
 
@@ -65,6 +67,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     report.check(
         lambda: parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
     )
+    report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
     report.check(lambda: check_metrics_files(effective_listen(config.metrics.listen), config.metrics.textfile))
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir

@@ -122,8 +122,10 @@ def run_pipeline(
 
 def answered_by(kiosk: Kiosk, transcript: str) -> str:
     """Who answers ``transcript`` under ``kiosk``: ``"gate"`` (not covered: "I don't know"), ``"direct"`` (an
-    entry's own words) or ``"model"``."""
+    entry's own words), ``"small talk"`` (a reply of the persona) or ``"model"``."""
     grounding = kiosk.ground(transcript)
+    if grounding.small_talk is not None:
+        return "small talk"
     return "gate" if not grounding.known else "direct" if grounding.direct is not None else "model"
 
 

@@ -10,7 +10,9 @@ ignores whisper.cpp's return codes, and a model argument that is not a file make
 Whisper invents text on silence and noise ("you", "Thank you.", "[BLANK_AUDIO]", subtitle credits). Defences, in
 order: very short or digitally silent audio and white-like noise never reach the model; whisper.cpp drops a window
 whose no-speech probability exceeds ``no_speech_threshold`` (see :meth:`WhisperCppRecognizer._params`); known
-phantom phrases, pure sound tags and an initial prompt echoed back are removed. ``Transcript.filtered`` says which
+phantom phrases, pure sound tags and an initial prompt echoed back are removed. A phantom phrase that visitors also
+say ("Thank you.") is removed only when the audio's energy shows too little speech for words to have been said
+(:mod:`edgevoice.engines.speech_evidence`): a "thank you" that was said is kept. ``Transcript.filtered`` says which
 defence fired. These are a second line: the pipeline's voice activity detector is the first.
 """
 
@@ -28,12 +30,15 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice import data
+from edgevoice.engines.speech_evidence import speech_evidence
 from edgevoice.errors import ConfigError, ModelMissingError, RecognizerError
 from edgevoice.events import Transcript
 from edgevoice.models.whisper_ggml import inspect_ggml
 
 __all__ = [
     "DEFAULT_PHANTOM_PHRASES",
+    "SAID_PHANTOM_PHRASES",
     "WhisperCppRecognizer",
     "audio_ctx_for",
     "looks_looped",
@@ -54,42 +59,11 @@ AUDIO_CTX_MIN_PROMPTED = 512  # a prompt made loops likelier in a short window
 PAD_SECONDS = 0.3  # silence added on both sides: tiny.en lost a first word spoken at sample 0
 TOKENS_PER_SECOND = 10  # decode budget; speech needs ~4 (timestamps included), a loop needs more
 
-DEFAULT_PHANTOM_PHRASES: frozenset[str] = frozenset(
-    {
-        "you",
-        "thank you",
-        "thank you very much",
-        "thanks for watching",
-        "thank you for watching",
-        "thanks for listening",
-        "thank you for listening",
-        "please subscribe",
-        "like and subscribe",
-        "blank audio",
-        "music",
-        "silence",
-        "applause",
-        "laughter",
-        "the end",
-        "thank you so much",
-        "thanks",
-        "see you next time",
-        "see you in the next video",
-        "i will see you next time",
-        "bye",
-        "bye bye",
-        "so",
-        "oh",
-        "hmm",
-        "um",
-        "uh",
-        "okay",
-        "ok",
-        "the",
-        "a",
-        "i",
-    }
-)
+_PHANTOMS = data.table("en/phantom_phrases.toml")
+SAID_PHANTOM_PHRASES: frozenset[str] = frozenset(_PHANTOMS["unless_spoken"])
+"""Phantom phrases that visitors also say ("thank you"): dropped only on a turn with too little speech in its audio
+(:func:`~edgevoice.engines.speech_evidence.speech_evidence`); ``edgevoice/data/en/phantom_phrases.toml``."""
+DEFAULT_PHANTOM_PHRASES: frozenset[str] = frozenset(_PHANTOMS["never"]) | SAID_PHANTOM_PHRASES
 """Whole transcripts (normalised: lower case, no punctuation) that Whisper produces on non-speech."""
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -218,6 +192,7 @@ class WhisperCppRecognizer:
         no_speech_threshold: float = 0.6,
         noise_flatness: float | None = NOISE_FLATNESS,
         phantom_phrases: Iterable[str] = DEFAULT_PHANTOM_PHRASES,
+        said_phrases: Iterable[str] = SAID_PHANTOM_PHRASES,
     ) -> None:
         model_path = Path(model_path)
         if not model_path.is_file():  # never hand pywhispercpp a name: it would try to download a model
@@ -242,6 +217,8 @@ class WhisperCppRecognizer:
         self.no_speech_threshold = no_speech_threshold
         self.noise_flatness = noise_flatness
         self.phantom_phrases = frozenset(normalise(p) for p in phantom_phrases)
+        self.said_phrases = frozenset(normalise(p) for p in said_phrases)
+        """Phantom phrases kept when the audio holds speech (see the module's doc)."""
         self._lock = threading.Lock()
         self._pw: ModuleType = _binding()
         self._ctx: object | None = self._load()
@@ -310,6 +287,7 @@ class WhisperCppRecognizer:
             return Transcript(text="", no_speech_prob=1.0, filtered="silence")
         if self.noise_flatness is not None and spectral_flatness(samples) > self.noise_flatness:
             return Transcript(text="", no_speech_prob=1.0, filtered="noise")
+        heard = samples
         pad = np.zeros(int(PAD_SECONDS * SAMPLE_RATE), dtype=np.float32)
         samples = np.concatenate([pad, samples, pad])
         full = self.hparams.n_audio_ctx
@@ -328,6 +306,8 @@ class WhisperCppRecognizer:
             # pywhispercpp 1.5.1 does not expose the probability itself: all we know is that it exceeded the threshold.
             return Transcript(text="", no_speech_prob=self.no_speech_threshold, filtered="no_speech")
         reason = phantom_reason(text, self.phantom_phrases, prompt)
+        if reason is not None and reason.removeprefix("phrase:") in self.said_phrases and speech_evidence(heard).spoken:
+            reason = None  # "Thank you." that was said, not made up
         if reason is not None:
             return Transcript(text="", filtered=reason)
         return Transcript(text=text)

@@ -111,6 +111,10 @@ class GroundedModel:
             self.last_verdict = Verdict.GATE
             yield DONT_KNOW
             return
+        if grounding is not None and grounding.small_talk is not None:
+            self.last_verdict = Verdict.SMALL_TALK
+            yield grounding.small_talk  # a reply in the persona, at once: the model would decline it
+            return
         if grounding is not None and grounding.direct is not None:
             self.last_verdict = Verdict.DIRECT
             yield grounding.direct  # the operator's own words: right, speakable, and at once
@@ -268,7 +272,10 @@ class GroundedModel:
         """The wrapped model's prefill, of the prompt exactly as :meth:`stream_reply` will send it."""
         prefill = getattr(self.llm, "prefill", None)
         rewritten, grounding = self._rewrite(messages)
-        if prefill is None or (grounding is not None and (not grounding.known or grounding.direct is not None)):
+        if prefill is None or (
+            grounding is not None
+            and (not grounding.known or grounding.direct is not None or grounding.small_talk is not None)
+        ):
             return 0  # a model without a cache, or a question that will not reach the model
         return int(prefill(rewritten))
 

@@ -11,14 +11,16 @@ it does not know.
 * **Secrets**: a question for a password, a code or a secret is covered only by an entry that answers that very
   question (:mod:`edgevoice.kiosk.credentials`); a persona sentence that names a secret and a knowledge sentence that
   addresses the assistant (:mod:`edgevoice.kiosk.instructions`) are left out at load, with a warning.
+* **Small talk** (:mod:`edgevoice.kiosk.small_talk`): greetings, thanks, "can you hear me?", "who are you?" get a
+  short reply in the persona from the small-talk phrases, without the model (which declines them).
 * **Reply check** (:mod:`edgevoice.kiosk.reply_check`): for a question the knowledge covers only partly (below
   ``verify_below``) or one that brings a value none of its entries gives ("is the network now Wi-Fi 4.5?"), each
   clause (or, with ``reply_check = "sentence"``, each sentence) of the model's reply is held back until complete and
-  checked (with what came before it): a value (a
-  number, a code, a name) that no entry retrieved for the question gives, in a sentence about what that entry is
-  about, or several words the knowledge, the persona and the question never use (an invention) end the reply there,
-  with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported parts are spoken as they come,
-  so a checked reply waits for its first clause, not for its end; fully covered questions stream as usual.
+  checked (with what came before it): a value (a number, a code, a name) that no entry retrieved for the question
+  gives, in a sentence about what that entry is about, or several words the knowledge, the persona and the question
+  never use (an invention) end the reply there, with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said
+  yet. Supported parts are spoken as they come, so a checked reply waits for its first clause, not for its end; fully
+  covered questions stream as usual.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -53,6 +55,7 @@ from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
+from edgevoice.kiosk.small_talk import SmallTalk
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 from edgevoice.paths import default_cache_dir
 
@@ -91,6 +94,7 @@ class Kiosk:
         knowledge_source: str = "knowledge",
         log_transcripts: bool = False,
         embedding_cache: Path | None = None,
+        small_talk_file: str = "",
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -98,7 +102,8 @@ class Kiosk:
         matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``: text to
         phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
         consent). ``embedding_cache``: a directory where the entries' embeddings are kept between starts (None: they
-        are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`)."""
+        are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the small-talk
+        phrases (empty: the packaged ones)."""
         self.hint_entries = hint_entries
         self.verify_below = verify_below
         self.reply_check = reply_check
@@ -135,9 +140,11 @@ class Kiosk:
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, venue_vocabulary([], also=[persona]))
+        """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
         self._grounded: OrderedDict[str, Grounding] = OrderedDict()
         self._grounded_lock = threading.Lock()
-        """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
+        self.chat = SmallTalk.load(persona, small_talk_file)
+        """Greetings, thanks, "who are you?" and the like, answered in the persona without the model."""
 
     @classmethod
     def from_config(
@@ -165,6 +172,7 @@ class Kiosk:
             knowledge_source=config.knowledge_source(),
             log_transcripts=config.debug.log_transcripts,
             embedding_cache=default_cache_dir() / "embeddings",
+            small_talk_file=k.small_talk_file,
         )
 
     @property
@@ -193,7 +201,7 @@ class Kiosk:
         answer that very question (:mod:`edgevoice.kiosk.credentials`), and they alone are its evidence. A direct answer
         to a question that brings a value no entry gives loses its opening "yes" or "no". Kept for the last few
         questions: the speculative prefill grounds a transcript at the pause, and the reply grounds the same one again
-        at the commit."""
+        at the commit. Small talk comes back with its reply (:attr:`Grounding.small_talk`) and nothing looked up."""
         with self._grounded_lock:
             if (found := self._grounded.get(question)) is not None:
                 self._grounded.move_to_end(question)
@@ -206,6 +214,9 @@ class Kiosk:
         return grounding
 
     def _ground(self, question: str) -> Grounding:
+        reply = self.chat.reply(question)
+        if reply is not None:
+            return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
             # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
@@ -220,8 +231,9 @@ class Kiosk:
         return replace(grounding, entries=tuple(answering), direct=direct)
 
     def small_talk(self, question: str) -> bool:
-        """Nothing to look up: no word but stop words and the persona's ("hello", "thank you", "hi Ada")."""
-        return self.matcher.small_talk(question)
+        """Nothing to look up: small talk of a known kind ("hello, can you hear me?"), or no word but stop words and
+        the persona's ("hi Ada")."""
+        return self.chat.kind_of(question) is not None or self.matcher.small_talk(question)
 
     def user_turn(self, question: str, grounding: Grounding) -> str:
         """The visitor's message as the model sees it: in retrieval mode, with the retrieved facts before it."""

@@ -27,6 +27,8 @@ class Verdict(Enum):
     """The model's reply (or its rest) kept not to the knowledge and was cut or replaced by "I don't know"."""
     ECHO = "echo"
     """The model's reply only echoed the question and was replaced by the best entry's answer."""
+    SMALL_TALK = "small talk"
+    """Small talk ("hello", "thank you", "who are you?"): a reply of the persona, without the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,9 @@ class Grounding:
     question: str = ""
     """The question as grounded: the transcript, or the transcript with misheard venue words replaced (then always
     one an entry answers outright: :attr:`direct` is set)."""
+    small_talk: str | None = None
+    """The question is small talk (:mod:`edgevoice.kiosk.small_talk`): the reply to speak as it stands, without the
+    model."""
 
 
 class GroundingSource(Protocol):
