@@ -1,5 +1,5 @@
 """Large knowledge files: refused past the named limits, indexed so that a question looks only at the entries that
-share its words, and (marked ``models``) a 5,000-entry file that loads, is cached and answers with the real encoder."""
+share its words, and (marked ``models``) a 1,000-entry file that loads, is cached and answers with the real encoder."""
 
 from __future__ import annotations
 
@@ -89,8 +89,10 @@ def test_the_inverted_index_ranks_as_a_scan_of_every_entry_would() -> None:
 
 @pytest.mark.models
 @pytest.mark.slow
-def test_a_5000_entry_file_loads_from_the_cache_and_answers(tmp_path: Path) -> None:
-    text, _ = synthetic_knowledge(5000)
+def test_a_large_file_loads_from_the_cache_and_answers(tmp_path: Path) -> None:
+    # 1,000 entries (3,000 texts to embed cold, about 40 s on the 2-core box): the scaling to 5,000 is the
+    # benchmark's to show (python -m edgevoice.bench.knowledge_size), not a CI minute's
+    text, _ = synthetic_knowledge(1000)
     entries = parse_knowledge(text)
     embedder = load_embedder(Config())
     phonemize = load_phonemizer()
@@ -104,7 +106,7 @@ def test_a_5000_entry_file_loads_from_the_cache_and_answers(tmp_path: Path) -> N
     [stored] = list(cache.glob("*.npz"))
     identity = embedder.identity
     assert EmbeddingCache(cache, identity).path == stored
-    print(f"\n5,000 entries: load {cold:.1f} s cold, {warm:.1f} s warm (from {stored.stat().st_size / 1e6:.0f} MB)")
+    print(f"\n1,000 entries: load {cold:.1f} s cold, {warm:.1f} s warm (from {stored.stat().st_size / 1e6:.0f} MB)")
     where = next(e for e in entries if e.question.startswith("Where is the "))
     place = where.question.removeprefix("Where is the ").removesuffix("?")
     timings = []
