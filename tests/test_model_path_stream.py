@@ -73,7 +73,7 @@ def test_a_checked_replys_first_clause_goes_out_before_its_full_stop(llm: LlamaC
         if grounded.last_verdict in (Verdict.MODEL, Verdict.UNSUPPORTED):
             assert generated.startswith(said), (said, generated)  # the model's own words, in order, none left out
             for n in range(1, len(spoken) + 1):
-                assert kiosk.check.supported("".join(spoken[:n]), question)
+                assert kiosk.check.supported("".join(spoken[:n]), question, grounding.entries)
         first, given = out[0]
         written = "".join(recorded.pieces[:given])
         if first.rstrip().endswith((",", ";", ":")) and generated.startswith(first):
