@@ -8,6 +8,7 @@ directory and no download cache to read (``scripts/test --quick`` runs that tier
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +108,19 @@ def heard_share(reference: str, hypothesis: str) -> float:
     said and came through, with words the recognizer added (a looped tail on a recording) not counted against it."""
     ref = words(reference)
     return LCSseq.similarity(ref, words(hypothesis)) / max(1, len(ref))
+
+
+def config_with_knowledge(tmp_path: Path, knowledge: bytes | None) -> Path:
+    """A config file in ``tmp_path`` whose knowledge file holds ``knowledge`` (None: no such file), with stand-in
+    model files of its own, so that ``edgevoice config --no-devices`` checks the knowledge alone, with no models
+    installed."""
+    path = tmp_path / "venue.md"
+    if knowledge is not None:
+        path.write_bytes(knowledge)
+    config = tmp_path / "edgevoice.toml"
+    models = {key: tmp_path / f"{key}.onnx" for key in ("vad", "turn", "asr", "llm", "tts")}
+    for model in [*models.values(), tmp_path / "tts.onnx.json"]:
+        model.write_bytes(b"model")
+    tables = "".join(f'{key} = "{model}"\n' for key, model in models.items())
+    config.write_text(f'[models]\n{tables}[kiosk]\nknowledge_file = "{path}"\nsemantic = false\n')
+    return config

@@ -45,6 +45,7 @@ from edgevoice.live import metrics as metrics_module
 from edgevoice.live.metrics import Metrics, MetricsExporter, parse_listen
 from edgevoice.live.recorder import TurnRecorder, check_record_dir
 from edgevoice.models.formats import check_gguf, check_onnx, check_safetensors
+from tests.conftest import config_with_knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = b"root:hunter2-SECRET-PASSWORD\n"
@@ -307,19 +308,6 @@ def _no_models(*_: object, **__: object) -> None:
 # --- errors, exit codes and logs -----------------------------------------------------------------------------------
 
 
-def _config_with_knowledge(tmp_path: Path, knowledge: bytes | None) -> Path:
-    path = tmp_path / "venue.md"
-    if knowledge is not None:
-        path.write_bytes(knowledge)
-    config = tmp_path / "edgevoice.toml"
-    models = {key: tmp_path / f"{key}.onnx" for key in ("vad", "turn", "asr", "llm", "tts")}  # one's own model files
-    for model in [*models.values(), tmp_path / "tts.onnx.json"]:
-        model.write_bytes(b"model")
-    tables = "".join(f'{key} = "{model}"\n' for key, model in models.items())
-    config.write_text(f'[models]\n{tables}[kiosk]\nknowledge_file = "{path}"\nsemantic = false\n')
-    return config
-
-
 @pytest.mark.parametrize(
     ("knowledge", "message"),
     [
@@ -332,7 +320,7 @@ def _config_with_knowledge(tmp_path: Path, knowledge: bytes | None) -> Path:
 def test_broken_knowledge_file_is_a_config_error(
     knowledge: bytes | None, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config_path = _config_with_knowledge(tmp_path, knowledge)
+    config_path = config_with_knowledge(tmp_path, knowledge)
     assert cli.main(["config", "--config", str(config_path)]) == 2  # the unit does not restart on 2
     captured = capsys.readouterr()
     assert "config OK" not in captured.out
@@ -343,7 +331,7 @@ def test_broken_knowledge_file_is_a_config_error(
 
 
 def test_config_command_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config_path = _config_with_knowledge(tmp_path, b"Is it open? Yes.\nIs it open? No.\n")
+    config_path = config_with_knowledge(tmp_path, b"Is it open? Yes.\nIs it open? No.\n")
     assert cli.main(["config", "--no-devices", "--config", str(config_path)]) == 0
     captured = capsys.readouterr()
     assert "config OK" in captured.out and "1 warning" in captured.out and "answered 2 ways" in captured.err

@@ -20,25 +20,14 @@ from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import MAX_ENTRIES, MAX_KNOWLEDGE_BYTES, parse_knowledge
 from edgevoice.kiosk.prompt import DONT_KNOW
 from edgevoice.kiosk.retrieval import BM25Index
-
-
-def _config(tmp_path: Path, knowledge: bytes) -> Path:
-    path = tmp_path / "venue.md"
-    path.write_bytes(knowledge)
-    config = tmp_path / "edgevoice.toml"
-    models = {key: tmp_path / f"{key}.onnx" for key in ("vad", "turn", "asr", "llm", "tts")}  # one's own model files
-    for model in [*models.values(), tmp_path / "tts.onnx.json"]:
-        model.write_bytes(b"model")
-    tables = "".join(f'{key} = "{model}"\n' for key, model in models.items())
-    config.write_text(f'[models]\n{tables}[kiosk]\nknowledge_file = "{path}"\nsemantic = false\n')
-    return config
+from tests.conftest import config_with_knowledge
 
 
 def test_a_file_over_the_byte_limit_is_refused_unread_with_the_limit_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = b"Where is the cafe? On the roof, next to the terrace and the lifts.\n"
-    config_path = _config(tmp_path, line * (5_000_000 // len(line)))  # the issue's 5 MB file
+    config_path = config_with_knowledge(tmp_path, line * (5_000_000 // len(line)))  # the issue's 5 MB file
     assert (
         cli.main(["config", "--no-devices", "--config", str(config_path)]) == 2
     )  # a config error: the unit does not restart
@@ -58,7 +47,7 @@ def test_too_many_entries_are_refused_with_the_limit_named(tmp_path: Path, capsy
     text = "".join(f"Where is room {i}? On floor {i % 7}.\n" for i in range(MAX_ENTRIES + 1))
     assert len(text.encode()) < MAX_KNOWLEDGE_BYTES
     assert len(parse_knowledge(text[: text.index(f"Where is room {MAX_ENTRIES}?")])) == MAX_ENTRIES
-    assert cli.main(["config", "--no-devices", "--config", str(_config(tmp_path, text.encode()))]) == 2
+    assert cli.main(["config", "--no-devices", "--config", str(config_with_knowledge(tmp_path, text.encode()))]) == 2
     err = capsys.readouterr().err
     assert f"{MAX_ENTRIES + 1:,} entries; at most {MAX_ENTRIES:,} are allowed" in err and "venue.md" in err
 
@@ -130,7 +119,7 @@ def test_a_large_file_loads_from_the_cache_and_answers(tmp_path: Path) -> None:
 def test_a_knowledge_without_facts_is_a_loud_warning(
     text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert cli.main(["config", "--no-devices", "--config", str(_config(tmp_path, text.encode()))]) == 0
+    assert cli.main(["config", "--no-devices", "--config", str(config_with_knowledge(tmp_path, text.encode()))]) == 0
     captured = capsys.readouterr()
     assert "1 warning" in captured.out and "venue.md': no facts in it" in captured.err
     with caplog.at_level(logging.WARNING, logger="edgevoice.kiosk.knowledge"):
