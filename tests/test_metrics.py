@@ -39,6 +39,18 @@ def sample(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in the exposition")
 
 
+def scrape(path: Path) -> bytes:
+    """The whole HTTP answer of the exporter listening on the Unix socket ``path`` to ``GET /metrics``."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(str(path))
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return data
+
+
 def test_each_turn_feeds_the_stage_and_voice_to_voice_histograms() -> None:
     metrics = Metrics()
     metrics.observe(turn(0.5))
@@ -97,13 +109,7 @@ def test_served_on_a_unix_socket(tmp_path: Path) -> None:
     exporter = MetricsExporter(metrics, listen=f"unix:{path}")
     try:
         assert stat.S_ISSOCK(path.stat().st_mode)
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(5)
-            s.connect(str(path))
-            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
+        data = scrape(path)
     finally:
         exporter.close()
     assert data.startswith(b"HTTP/1.0 200")
@@ -158,13 +164,7 @@ def test_the_live_assistant_serves_on_the_runtime_directory_by_default(
     exporter = start_metrics(config_from_dict({}))
     assert exporter is not None
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(5)
-            s.connect(str(tmp_path / "metrics.sock"))
-            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
+        data = scrape(tmp_path / "metrics.sock")
     finally:
         exporter.close()
     assert data.startswith(b"HTTP/1.0 200") and b'edgevoice_turns_total{outcome="answered"} 0.0' in data
