@@ -126,6 +126,7 @@ class Kiosk:
             venue_examples=example_turns(self.entries, venue_examples),
         )
         self.vocabulary = venue_vocabulary(self.entries, also=[persona])
+        persona_names = venue_vocabulary([], also=[persona])
         self.matcher = Matcher(
             self.entries,
             frozenset(terms(persona)),
@@ -134,12 +135,12 @@ class Kiosk:
             direct_answers=direct_answers,
             embedder=embedder,
             phonemize=phonemize,
-            venue_names=venue_vocabulary([], also=[persona]),
+            venue_names=persona_names,
             log_transcripts=log_transcripts,
             embedding_cache=embedding_cache,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
-        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, venue_vocabulary([], also=[persona]))
+        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names)
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
         self._grounded: OrderedDict[str, Grounding] = OrderedDict()
         self._grounded_lock = threading.Lock()
