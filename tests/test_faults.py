@@ -129,7 +129,11 @@ def test_an_engine_that_raises_costs_one_turn_its_fallback_phrase(
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stopped = stop(app)
     assert failed["fallback"] == "error" and failed["error"] == "injected_fault" and failed["reply"] == FALLBACK
-    assert failed["voice_to_voice_ms"] is not None and failed["voice_to_voice_ms"] < 4000  # the reply budget
+    # the phrase started within the reply budget (4 s by default) of the commit, plus the output device's buffer:
+    # voice to voice adds the endpointing and the recognition, which a loaded CI machine stretched past 4 s
+    marks = failed["marks_ms"]
+    assert isinstance(marks, dict)
+    assert marks["first_played"] - marks["endpoint"] < 4000 + 300, marks
     assert min(failed["stages_ms"].values()) >= 0, failed  # type: ignore[union-attr]
     # the visitor heard the phrase (the recording's silence before it cut off: Whisper tiny.en heard only "Sorry."
     # in one run of several when given the 12 s of silence too)
@@ -141,6 +145,11 @@ def test_an_engine_that_raises_costs_one_turn_its_fallback_phrase(
     assert stopped["output_underruns"] == 0
 
 
+BUDGET_S = 6.0
+"""The hung-model test's reply budget: the turn after the hang goes through the model, which took over 3 s from the
+commit on a loaded CI machine (its median is 2 s on an idle one); the hang (12 s) still runs well past it."""
+
+
 def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
     pulse: PulseServer, store, speak: Callable[[str], np.ndarray], tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -148,22 +157,22 @@ def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
         pulse,
         store,
         tmp_path,
-        env={"EDGEVOICE_FAULT_LLM": "hang@1:8"},
-        config=TO_THE_MODEL + "reply_budget_s = 3.0\n",
+        env={"EDGEVOICE_FAULT_LLM": "hang@1:12"},
+        config=TO_THE_MODEL + f"reply_budget_s = {BUDGET_S}\n",
     ) as app:
         t = time.monotonic()
         late = ask(pulse, app, speak, QUESTIONS[0])
-        # the turn record comes once the engine returned (8 s after it was called), not at the next question's
+        # the turn record comes once the engine returned (12 s after it was called), not at the next question's
         # timeout: a loose bound, as the question's own playing and recognition take longer on a loaded machine
-        assert time.monotonic() - t < 30
+        assert time.monotonic() - t < 40
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stop(app)
         log = app.stderr_tail(8000)
     assert late["fallback"] == "late" and late["reply"] == FALLBACK and late["error"] is None, (late, log)
-    # the phrase started within the budget: 3 s after the turn was committed, plus the output device's buffer
+    # the phrase started within the budget after the turn was committed, plus the output device's buffer
     marks = late["marks_ms"]
     assert isinstance(marks, dict)
-    assert marks["first_played"] - marks["endpoint"] < 3000 + 300, marks
+    assert marks["first_played"] - marks["endpoint"] < BUDGET_S * 1000 + 300, marks
     assert_answered(answered, QUESTIONS[1])
 
 
