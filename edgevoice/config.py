@@ -244,6 +244,30 @@ class MetricsConfig:
     """Or write them to this file after every turn, for node_exporter's textfile collector; empty: off."""
 
 
+def _check_admin_listen(key: str, value: str) -> None:
+    if value and value != "off":
+        from edgevoice.admin.listen import parse_admin_listen
+
+        parse_admin_listen(value, token=True)  # a LAN address without a token is refused by AdminConfig
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    listen: str = field(default="", metadata={"check": _check_admin_listen})
+    """Serve the admin page (docs/admin.md) on "unix:/path" or "127.0.0.1:PORT" / "[::1]:PORT"; on another address
+    only with ``token_file``; "off": nowhere; empty: the service's socket under systemd
+    ($RUNTIME_DIRECTORY/admin.sock, /run/edgevoice/admin.sock), else nowhere."""
+    token_file: str = ""
+    """A file holding the token the page asks for (a header ``Authorization: Bearer <token>`` or its login form);
+    required for a listen address that is not loopback; empty: no token (loopback and Unix sockets only)."""
+
+    def __post_init__(self) -> None:
+        if self.listen and self.listen != "off" and not self.token_file:
+            from edgevoice.admin.listen import parse_admin_listen
+
+            parse_admin_listen(self.listen, token=False)
+
+
 @dataclass(frozen=True)
 class SelftestConfig:
     budget_ms: float = field(default=500.0, metadata=_rng(50.0, 10000.0))
@@ -272,6 +296,7 @@ class Config:
     endpointing: EndpointingConfig = field(default_factory=EndpointingConfig)
     kiosk: KioskConfig = field(default_factory=KioskConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
     source: str = field(default="<defaults>", compare=False)

@@ -3,9 +3,8 @@
 Loading the config has already checked each value's type and range (:mod:`edgevoice.config`); these checks look
 outside it without loading a model: the knowledge and the small-talk phrases parse, every configured model is
 installed and matches its pinned checksum, the recognizer speaks the configured language, the sound devices exist,
-the remote model's key can be read,
-and the directories and files the service would write are its own. ``--print`` shows the effective configuration,
-secrets masked.
+the remote model's key and the admin page's token can be read, and the directories and files the service would write
+are its own. ``--print`` shows the effective configuration, secrets masked.
 """
 
 from __future__ import annotations
@@ -69,6 +68,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     )
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
     report.check(lambda: check_metrics_files(effective_listen(config.metrics.listen), config.metrics.textfile))
+    report.check(lambda: check_admin(config))
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir
         report.check(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
@@ -89,6 +89,18 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
         report.errors += check_devices(config.audio.input_device, config.audio.output_device, portaudio=portaudio)
     return report
+
+
+def check_admin(config: Config) -> None:
+    """The admin page's token file holds a token, and its Unix socket's path holds nothing but a socket."""
+    from edgevoice.admin.listen import effective_admin_listen, read_token
+    from edgevoice.admin.server import check_socket_path
+
+    if config.admin.token_file:
+        read_token(config.admin.token_file)
+    listen = effective_admin_listen(config.admin.listen)
+    if listen.startswith("unix:"):
+        check_socket_path(listen[5:])
 
 
 def _check_models(config: Config, report: ConfigReport) -> Path | None:

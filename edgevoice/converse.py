@@ -14,8 +14,11 @@ import numpy as np
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.engines.factory import build_kiosk
+from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import ChatMessage, ConverseResult, StageTime
 from edgevoice.interfaces import Engines, FloatAudio
+from edgevoice.kiosk.grounded_model import GroundedModel
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
 from edgevoice.reply.responder import ReplyTrace, Responder
 
@@ -52,6 +55,30 @@ class Assistant:
     @property
     def history(self) -> list[ChatMessage]:
         return self.responder.history
+
+    def reload_knowledge(self, timeout: float = 10.0) -> Kiosk:
+        """Build the kiosk again from the configured knowledge (its file read anew) and put it in place between two
+        replies: a reply in progress finishes with the knowledge it began with, the next one has the new. The
+        sentence encoder and phonemizer already loaded are reused, and entries already embedded come from the
+        embedding cache. Invalid knowledge raises :class:`~edgevoice.errors.ConfigError` (naming the file and line)
+        and the kiosk stays as it was; so it does when no reply ended within ``timeout`` seconds (an error coded
+        ``kiosk_busy``)."""
+        old = self.kiosk
+        kiosk = Kiosk.from_config(self.config, embedder=old.embedder, phonemize=old.phonemize)
+
+        def swap() -> None:
+            self.kiosk, self.prefix = kiosk, kiosk.prefix
+            if isinstance(self.responder.llm, GroundedModel):
+                self.responder.llm.kiosk = kiosk
+            self.responder.prefix = kiosk.prefix
+            self.responder.asr_prompt = kiosk.asr_prompt(self.config.asr.initial_prompt)
+
+        if not self.responder.between_replies(swap, timeout):
+            raise EdgeVoiceError(
+                f"no reply ended within {timeout:.0f} s; the knowledge was not reloaded", code="kiosk_busy"
+            )
+        log.info("knowledge reloaded: %d entries", len(kiosk.entries))
+        return kiosk
 
     def warm_up(self) -> None:
         """Evaluate the cached prompt prefix and run each engine once, so the first visitor waits for nothing."""

@@ -22,7 +22,7 @@ from edgevoice.converse import ASR_RATE
 from edgevoice.interfaces import Engines
 from tests.conftest_audio import pulse  # noqa: F401  (fixture)
 
-NEEDS_MORE = ("models", "audio", "system")
+NEEDS_MORE = ("models", "audio", "system", "browser")
 """The tiers above ``unit``: a test marked with any of them is not a unit test."""
 TIER_FIXTURES = {
     "models": {

@@ -109,6 +109,8 @@ class Kiosk:
         self.reply_check = reply_check
         """What of a checked reply is checked and spoken as a whole: "clause" or "sentence"."""
         self.vocabulary_prompt = vocabulary_prompt
+        self.embedder, self.phonemize = embedder, phonemize
+        """Kept for a kiosk rebuilt from new knowledge (:meth:`edgevoice.converse.Assistant.reload_knowledge`)."""
         persona = persona_without_secrets(persona)
         self.entries = without_instructions(
             parse_knowledge(knowledge, source=knowledge_source), knowledge, source=knowledge_source

@@ -11,6 +11,7 @@ import threading
 import time
 from types import FrameType
 
+from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
 from edgevoice.converse import Assistant, trace_stages
@@ -143,6 +144,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         emit(record)
         if recorder is not None:
             recorder.record(turn.turn_id, turn.audio, record)
+        if admin is not None:
+            admin.appliance.add_turn(record)
         if exporter is not None:
             exporter.metrics.observe(
                 timeline,
@@ -153,6 +156,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             exporter.update()
 
     live: LiveAssistant | None = None
+    admin: AdminHandle | None = None
     # A model file corrupted in place keeps its stamp's size and mtime: hash every file again once ready (seconds of
     # work, too long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
     recheck = BackgroundRecheck(
@@ -200,6 +204,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 load_ms,
             )
             recheck.start()
+            admin = start_admin(config, LiveAppliance(config, assistant, monitor, lambda: live))
             if presynthesis is not None:
                 presynthesis.start()
             live.watch(stop, on_tick=monitor.tick)
@@ -221,6 +226,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         )
     finally:
         recheck.close()
+        if admin is not None:
+            admin.close()
         if presynthesis is not None:
             presynthesis.close()
         if live is None or live.threads_stopped:

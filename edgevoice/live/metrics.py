@@ -60,7 +60,7 @@ def parse_listen(value: str) -> tuple[str, str | int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"metrics.listen = {value!r}: must be 'HOST:PORT' (loopback) or 'unix:/path'")
     host = host.removeprefix("[").removesuffix("]")
-    if not _is_loopback(host):
+    if not is_loopback(host):
         raise ConfigError(
             f"metrics.listen = {value!r}: metrics are served on loopback only (127.0.0.1 or ::1), or on a Unix "
             "socket; use a reverse proxy or node_exporter's textfile collector to publish them"
@@ -68,7 +68,7 @@ def parse_listen(value: str) -> tuple[str, str | int]:
     return host, int(port)
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     """An address literal that is loopback, or a name that resolves (here, now) to loopback addresses only."""
     try:
         return ipaddress.ip_address(host).is_loopback

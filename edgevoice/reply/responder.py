@@ -168,6 +168,17 @@ class Responder:
         with self._llm_lock:
             return self._reply(transcript, trace, cancel, emit, queued_s)
 
+    def between_replies(self, change: Callable[[], None], timeout: float) -> bool:
+        """Run ``change`` while no reply or prefill uses the language model (one in progress finishes first, with
+        what it began with); False, ``change`` not run, when none ended within ``timeout`` seconds."""
+        if not self._llm_lock.acquire(timeout=timeout):
+            return False
+        try:
+            change()
+            return True
+        finally:
+            self._llm_lock.release()
+
     def interrupt(self) -> None:
         """Shutting down: make the language model stop whatever it computes for another thread, at its next token
         or prefill chunk (every later call fails at once)."""

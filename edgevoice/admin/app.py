@@ -1,0 +1,199 @@
+"""The admin web app (Starlette): status, the last turns, the knowledge editor with its reload, the self-test and
+a trigger, over a narrow :class:`Appliance` face of the running kiosk (a ten-line fake in the tests).
+
+With a token (``[admin] token_file``) every route but the login form asks for it: ``Authorization: Bearer <token>``
+or the cookie the login form sets; both are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from edgevoice.admin import pages
+from edgevoice.admin.knowledge_file import save_and_reload
+from edgevoice.admin.selftest_runner import SelftestRunner
+from edgevoice.errors import EdgeVoiceError
+from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
+from edgevoice.trace import STAGE_NAMES
+
+__all__ = ["COOKIE", "Appliance", "create_app"]
+
+COOKIE = "edgevoice_admin"
+MAX_FORM_BYTES = 4 * MAX_KNOWLEDGE_BYTES
+"""A form larger than this is refused unread (the knowledge, url-encoded, with room to spare)."""
+
+
+class Appliance(Protocol):
+    """What the admin page reads from and asks of the running kiosk."""
+
+    @property
+    def log_transcripts(self) -> bool: ...
+
+    @property
+    def knowledge_path(self) -> Path | None:
+        """The knowledge file (None: the knowledge is written in the configuration and cannot be edited here)."""
+        ...
+
+    def status(self) -> Mapping[str, object]:
+        """Flat values (ready, uptime ...), and the tables ``models`` (role → name, sha256) and ``xruns``."""
+        ...
+
+    def turns(self) -> Sequence[Mapping[str, object]]:
+        """The last turns' records (oldest first), as `edgevoice run --json` prints them."""
+        ...
+
+    def knowledge_text(self) -> str: ...
+
+    def reload_knowledge(self) -> object:
+        """Rebuild the kiosk from the knowledge file and swap it in between two turns; raises on failure."""
+        ...
+
+    def trigger(self) -> bool:
+        """Start a turn as if activated; False when the activation mode has no trigger."""
+        ...
+
+
+def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | None = None) -> Starlette:
+    """The admin app; ``token``: the one every request must bring (None: none, for loopback and Unix sockets)."""
+
+    def authorized(request: Request) -> bool:
+        if token is None:
+            return True
+        header = request.headers.get("authorization", "")
+        given = header[7:] if header[:7].lower() == "bearer " else request.cookies.get(COOKIE, "")
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def check(request: Request) -> Response:
+            if authorized(request):
+                return await endpoint(request)
+            if request.url.path.startswith("/api/"):
+                return JSONResponse({"error": "a token is needed (Authorization: Bearer ...)"}, status_code=401)
+            return RedirectResponse("/login", status_code=303)
+
+        return check
+
+    def visible_turns() -> list[dict[str, object]]:
+        hide = not appliance.log_transcripts
+        return [{**t, "transcript": None, "reply": None} if hide else dict(t) for t in appliance.turns()]
+
+    def page(message: str = "", error: bool = False, text: str | None = None, status_code: int = 200) -> Response:
+        path = appliance.knowledge_path
+        sections = [
+            pages.status_section(appliance.status()),
+            pages.turns_section(visible_turns(), STAGE_NAMES),
+            pages.knowledge_section(
+                None if path is None else str(path),
+                appliance.knowledge_text() if text is None else text,
+                message,
+                error,
+            ),
+            pages.selftest_section(selftest.state().as_json()),
+        ]
+        return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
+
+    async def form(request: Request) -> dict[str, str]:
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                raise EdgeVoiceError("the form is too large", code="admin_form_too_large")
+        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        return {k: v[0] for k, v in fields.items()}
+
+    def save(text: str) -> dict[str, object]:
+        """Write and reload; the outcome as JSON (``ok`` false: the message names the file and line)."""
+        path = appliance.knowledge_path
+        if path is None:
+            return {"ok": False, "error": "no [kiosk] knowledge_file is configured: the knowledge is not editable"}
+        try:
+            saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter)
+        except EdgeVoiceError as exc:
+            return {"ok": False, "error": exc.message}
+        return {
+            "ok": True,
+            "entries": saved.entries,
+            "warnings": list(saved.warnings),
+            "reload_ms": round(saved.reload_ms, 1),
+        }
+
+    # -- HTML -------------------------------------------------------------------------------------------------------
+    async def index(request: Request) -> Response:
+        return await run_in_threadpool(page)
+
+    async def knowledge_form(request: Request) -> Response:
+        text = (await form(request)).get("text", "")
+        result = await run_in_threadpool(save, text)
+        if result["ok"]:
+            warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
+            message = f"Saved and reloaded in {result['reload_ms']} ms: {result['entries']} entries." + (
+                f" Warnings: {warnings}" if warnings else ""
+            )
+            return await run_in_threadpool(page, message)
+        return await run_in_threadpool(page, f"Not saved: {result['error']}", True, text, 422)
+
+    async def selftest_form(request: Request) -> Response:
+        selftest.start()
+        return RedirectResponse("/#selftest", status_code=303)
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return HTMLResponse(pages.login_page(failed=False))
+        given = (await form(request)).get("token", "")
+        if token is None or hmac.compare_digest(given.encode(), token.encode()):
+            response = RedirectResponse("/", status_code=303)
+            if token is not None:
+                response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+            return response
+        return HTMLResponse(pages.login_page(failed=True), status_code=401)
+
+    # -- JSON -------------------------------------------------------------------------------------------------------
+    async def api_status(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(lambda: dict(appliance.status())))
+
+    async def api_turns(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(visible_turns))
+
+    async def api_knowledge(request: Request) -> Response:
+        if request.method == "GET":
+            return PlainTextResponse(await run_in_threadpool(appliance.knowledge_text))
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return JSONResponse({"ok": False, "error": "too large"}, status_code=413)
+        result = await run_in_threadpool(save, body.decode("utf-8", "replace"))
+        return JSONResponse(result, status_code=200 if result["ok"] else 422)
+
+    async def api_selftest(request: Request) -> Response:
+        if request.method == "GET":
+            return JSONResponse(selftest.state().as_json())
+        started = selftest.start()
+        return JSONResponse(selftest.state().as_json(), status_code=202 if started else 409)
+
+    async def api_trigger(request: Request) -> Response:
+        if await run_in_threadpool(appliance.trigger):
+            return JSONResponse({"ok": True})
+        return JSONResponse({"ok": False, "error": "the activation mode has no trigger"}, status_code=409)
+
+    routes = [
+        Route("/", guarded(index)),
+        Route("/knowledge", guarded(knowledge_form), methods=["POST"]),
+        Route("/selftest", guarded(selftest_form), methods=["POST"]),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/api/status", guarded(api_status)),
+        Route("/api/turns", guarded(api_turns)),
+        Route("/api/knowledge", guarded(api_knowledge), methods=["GET", "PUT"]),
+        Route("/api/selftest", guarded(api_selftest), methods=["GET", "POST"]),
+        Route("/api/trigger", guarded(api_trigger), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)

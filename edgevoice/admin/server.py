@@ -1,0 +1,90 @@
+"""The admin page served by uvicorn on its own thread, on a socket bound here (a Unix socket is made 0600 and only
+a stale socket is ever replaced); :meth:`AdminServer.close` stops it within a couple of seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import stat
+import threading
+from typing import Any
+
+from edgevoice.admin.listen import parse_admin_listen
+from edgevoice.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def bind(listen: str, *, token: bool) -> socket.socket:
+    """A listening socket for ``listen`` ("unix:/path" or "host:port")."""
+    host, port = parse_admin_listen(listen, token=token)
+    if host == "unix":
+        path = str(port)
+        check_socket_path(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            os.chmod(path, 0o600)  # the service's user (and root) only
+        except OSError:
+            sock.close()
+            raise
+    else:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, int(port)))
+        except OSError:
+            sock.close()
+            raise
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def check_socket_path(path: str) -> None:
+    """Refuse, untouched, anything at ``path`` that is not a socket."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise ConfigError(f"admin.listen = 'unix:{path}': {path} exists and is not a socket; it is not removed")
+
+
+class AdminServer:
+    """uvicorn serving ``app`` on ``listen`` from a thread of its own."""
+
+    def __init__(self, app: Any, listen: str, *, token: bool) -> None:
+        import uvicorn
+
+        self.listen = listen
+        self._socket = bind(listen, token=token)
+        self._unix_path = listen[5:] if listen.startswith("unix:") else None
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="edgevoice-admin", daemon=True)
+        self._thread.start()
+        log.info("admin page served on %s", listen)
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self._server.serve(sockets=[self._socket]))
+        except Exception:  # the kiosk goes on answering without its admin page
+            log.exception("the admin page stopped")
+
+    @property
+    def address(self) -> tuple[str, int] | str:
+        """Where it listens (a TCP port of 0 becomes the one chosen)."""
+        name = self._socket.getsockname()
+        return str(name) if isinstance(name, str) else (str(name[0]), int(name[1]))
+
+    def close(self, timeout: float = 3.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self._socket.close()
+        if self._unix_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._unix_path)
