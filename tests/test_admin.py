@@ -4,7 +4,6 @@ checks and the kiosk's reload between two replies."""
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import sys
 import threading
@@ -292,9 +291,3 @@ def test_a_reload_gives_up_when_no_reply_ends(venue: Path) -> None:
         llm.release.set()
         turn.join(10)
     assert answer(assistant, "What time do you open?", 2).reply == "We open at nine in the morning."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -12,8 +12,8 @@ NO_TRANSCRIPT = "—"
 _STYLE = """
 body{font-family:sans-serif;margin:0;background:#f4f5f7;color:#222}
 header{background:#1f3a5f;color:#fff;padding:12px 24px;font-size:20px}
-main{display:grid;grid-template-columns:1fr 1fr;gap:16px;padding:16px 24px}
-section{background:#fff;border:1px solid #ccd;border-radius:6px;padding:12px 16px}
+main{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px;padding:16px 24px}
+section{background:#fff;border:1px solid #ccd;border-radius:6px;padding:12px 16px;overflow-x:auto}
 h2{margin:0 0 8px;font-size:16px;color:#1f3a5f}
 table{border-collapse:collapse;font-size:13px;width:100%}
 td,th{border-bottom:1px solid #e3e3e8;padding:3px 6px;text-align:left;vertical-align:top}
