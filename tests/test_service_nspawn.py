@@ -284,10 +284,11 @@ def test_a_turn_is_answered_and_journaled_with_latencies_and_no_audio_on_disk(
     assert float(np.sqrt(np.mean(reply**2))) > 0.01  # the reply was spoken
 
     # privacy: with the default configuration no audio reaches the disk. ProtectSystem=strict leaves the service
-    # its StateDirectory (the debug recorder's) and its private /tmp and /var/tmp (under these) writable, no more.
+    # its StateDirectory (the debug recorder's, the admin page's knowledge) and its private /tmp and /var/tmp (under
+    # these) writable, no more.
     assert box.props(UNIT, "ReadWritePaths", "StateDirectory") == {
         "ReadWritePaths": "",
-        "StateDirectory": "edgevoice/debug",
+        "StateDirectory": "edgevoice/debug edgevoice/knowledge",
     }
     writable = box.run("find", "/var/lib/edgevoice/debug", "/tmp", "/var/tmp", "-type", "f").stdout.split()
     assert writable == [], writable
