@@ -291,3 +291,68 @@ def test_a_reload_gives_up_when_no_reply_ends(venue: Path) -> None:
         llm.release.set()
         turn.join(10)
     assert answer(assistant, "What time do you open?", 2).reply == "We open at nine in the morning."
+
+
+# -- the running appliance -----------------------------------------------------------------------------------------
+class _Loop:
+    errors: tuple[object, ...] = ()
+    barge_ins = 2
+    output = type("Output", (), {"fallbacks": 1})()
+
+
+class _Xruns:
+    def as_dict(self) -> dict[str, object]:
+        return {"output_underruns": 4, "echo_attenuation_db": 18.0}
+
+
+class _Live:
+    loop = _Loop()
+    activation: FakeActivation | None = None
+
+    def xruns(self) -> _Xruns:
+        return _Xruns()
+
+
+def test_the_live_appliance_reports_the_run_and_triggers_its_activation(venue: Path, tmp_path: Path) -> None:
+    from edgevoice.admin.appliance import LiveAppliance, start_admin
+    from edgevoice.live.service import Notifier, ServiceMonitor
+
+    config = kiosk_config(venue, semantic=False)
+    assistant = fake_assistant(config, FakeLlm("Nine.", ManualClock()))
+    live = _Live()
+    clock = ManualClock()
+    appliance = LiveAppliance(config, assistant, ServiceMonitor(Notifier({})), lambda: live, clock=clock.now)  # type: ignore[arg-type,return-value]
+    clock.advance(61)
+    status = appliance.status()
+    assert status["uptime_s"] == 61 and status["barge_ins"] == 2 and status["fallbacks"] == 1
+    assert status["xruns"] == {"output_underruns": 4, "echo_attenuation_db": 18.0}
+    assert status["models"]["asr"]["name"] == config.models.asr  # type: ignore[index]
+    assert len(status["models"]["asr"]["sha256"]) == 12  # type: ignore[index]
+    assert "1 entries" in str(status["knowledge"])
+    assert appliance.trigger() is False
+    live.activation = FakeActivation()
+    assert appliance.trigger() is True and live.activation.triggered == 1
+    appliance.add_turn({"turn": 1, "transcript": "hi"})
+    assert appliance.turns() == [{"turn": 1, "transcript": "hi"}]
+
+    served = config_from_dict(
+        {"admin": {"listen": f"unix:{tmp_path / 'admin.sock'}"}, "kiosk": {"knowledge_file": str(venue)}}
+    )
+    handle = start_admin(served, appliance)
+    assert handle is not None
+    try:
+        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(tmp_path / "admin.sock")), timeout=10) as http:
+            assert http.get("http://admin/api/turns").json() == [{"turn": 1, "transcript": None, "reply": None}]
+            assert http.put("http://admin/api/knowledge", content=NEW_FACTS.encode()).json()["entries"] == 2
+    finally:
+        handle.close()
+    assert answer(assistant, "Is there a cloakroom?").reply == "Yes, by the entrance."
+    assert start_admin(config_from_dict({"admin": {"listen": "off"}}), appliance) is None
+
+
+def test_a_form_too_large_is_refused_unread(venue: Path) -> None:
+    from edgevoice.admin.app import MAX_FORM_BYTES
+
+    appliance = FakeAppliance(venue)
+    result = client(appliance).post("/knowledge", data={"text": "x" * (MAX_FORM_BYTES + 1)})
+    assert result.status_code == 413 and venue.read_text() == OLD_FACTS and appliance.reloads == 0

@@ -103,14 +103,17 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         ]
         return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
 
-    async def form(request: Request) -> dict[str, str]:
+    async def form(request: Request) -> dict[str, str] | None:
+        """The url-encoded form's fields; None when it is larger than :data:`MAX_FORM_BYTES` (read no further)."""
         body = b""
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_FORM_BYTES:
-                raise EdgeVoiceError("the form is too large", code="admin_form_too_large")
+                return None
         fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         return {k: v[0] for k, v in fields.items()}
+
+    too_large = PlainTextResponse("the form is too large", status_code=413)
 
     def save(text: str) -> dict[str, object]:
         """Write and reload; the outcome as JSON (``ok`` false: the message names the file and line)."""
@@ -133,7 +136,10 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         return await run_in_threadpool(page)
 
     async def knowledge_form(request: Request) -> Response:
-        text = (await form(request)).get("text", "")
+        fields = await form(request)
+        if fields is None:
+            return too_large
+        text = fields.get("text", "")
         result = await run_in_threadpool(save, text)
         if result["ok"]:
             warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
@@ -150,7 +156,10 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return HTMLResponse(pages.login_page(failed=False))
-        given = (await form(request)).get("token", "")
+        fields = await form(request)
+        if fields is None:
+            return too_large
+        given = fields.get("token", "")
         if token is None or hmac.compare_digest(given.encode(), token.encode()):
             response = RedirectResponse("/", status_code=303)
             if token is not None:
