@@ -121,3 +121,139 @@ def test_with_a_token_the_browser_gets_the_login_form(served: tuple[str, FakeApp
     assert 'id="login"' in dom and 'type="password"' in dom and 'id="status"' not in dom
     pixels = screenshot(f"{url}/", tmp_path, "login.png")
     assert share_of(pixels[:30], HEADER_BLUE) > 0.8 and pixels.std() > 20
+
+
+class DevTools:
+    """chromium driven over its DevTools pipe (``--remote-debugging-pipe``: JSON messages ended by NUL on fds 3 and
+    4), so that the test types into the page and presses its buttons as an operator would."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        import os
+
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def wire() -> None:  # in the child: its fd 3 reads our commands, its fd 4 writes the replies
+            os.dup2(to_child_r, 3)
+            os.dup2(from_child_w, 4)
+
+        self.process = subprocess.Popen(
+            [
+                "chromium",
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--window-size=1280,800",
+                "about:blank",
+            ],
+            preexec_fn=wire,
+            close_fds=False,  # the fds 3 and 4 made in wire() must stay open for chromium
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._id = 0
+        self.events: list[dict[str, object]] = []
+        targets = self.send("Target.getTargets")["targetInfos"]
+        page = next(t for t in targets if t["type"] == "page")
+        self.session = self.send("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+        self.send("Page.enable", session=True)
+
+    def _read(self) -> dict[str, object]:
+        import json
+        import os
+
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._from_child, 1 << 16)
+            if not chunk:
+                raise EOFError("chromium closed its DevTools pipe")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return dict(json.loads(message))
+
+    def send(self, method: str, *, session: bool = False, **params: object) -> dict:  # type: ignore[type-arg]
+        import json
+        import os
+
+        self._id += 1
+        message: dict[str, object] = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._to_child, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read()
+            if reply.get("id") == self._id:
+                assert "error" not in reply, reply
+                return dict(reply.get("result", {}))  # type: ignore[call-overload]
+            self.events.append(reply)
+
+    def wait_event(self, method: str) -> None:
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._read())
+        self.events.clear()
+
+    def load(self, action: str, **params: object) -> None:
+        """Run an action that loads a page (a navigation, a form's submit) and wait for the page's load event."""
+        self.events.clear()
+        self.send(action, session=True, **params)
+        self.wait_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> object:
+        return self.send("Runtime.evaluate", session=True, expression=expression, returnByValue=True)["result"].get(
+            "value"
+        )
+
+    def screenshot(self) -> np.ndarray:
+        import base64
+        import io
+
+        from PIL import Image
+
+        data = base64.b64decode(self.send("Page.captureScreenshot", session=True)["data"])
+        with Image.open(io.BytesIO(data)) as image:
+            return np.asarray(image.convert("RGB")).astype(np.int16)
+
+    def close(self) -> None:
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError, EOFError):
+            os.write(self._to_child, b'{"id": 0, "method": "Browser.close"}\0')
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        os.close(self._to_child)
+        os.close(self._from_child)
+
+
+def test_an_operator_edits_the_knowledge_in_the_browser(served: tuple[str, FakeAppliance], tmp_path: Path) -> None:
+    import json
+
+    url, appliance = served
+    browser = DevTools(tmp_path)
+    try:
+        browser.load("Page.navigate", url=f"{url}/")
+        assert browser.evaluate("document.querySelector('textarea').value") == OLD_FACTS
+        submit = "document.querySelector('#knowledge form').submit()"
+        browser.evaluate(f"document.querySelector('textarea').value = {json.dumps(NEW_FACTS)}")
+        browser.load("Runtime.evaluate", expression=submit)
+        message = str(browser.evaluate("document.getElementById('knowledge-message').textContent"))
+        assert message.startswith("Saved and reloaded") and "2 entries" in message
+        assert appliance.loaded == NEW_FACTS
+        assert share_of(browser.screenshot(), (0xE6, 0xF6, 0xEA), 2) > 0.001, "no green confirmation drawn"
+
+        bad = '[[qa]]\\nquestion = "When?"\\n'
+        browser.evaluate(f"document.querySelector('textarea').value = '{bad}'")
+        browser.load("Runtime.evaluate", expression=submit)
+        message = str(browser.evaluate("document.getElementById('knowledge-message').textContent"))
+        assert message.startswith("Not saved") and "venue.md" in message and "needs an answer" in message
+        assert appliance.knowledge_text() == NEW_FACTS and appliance.reloads == 1  # the file kept
+        assert share_of(browser.screenshot(), (0xFD, 0xE8, 0xE8), 2) > 0.001, "no red error drawn"
+    finally:
+        browser.close()
