@@ -63,7 +63,9 @@ class AdminServer:
         self.listen = listen
         self._socket = bind(listen, token=token)
         self._unix_path = listen[5:] if listen.startswith("unix:") else None
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, log_config=None, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1
+        )  # log_config=None: uvicorn leaves logging as the run set it up (the journal under systemd)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._serve, name="edgevoice-admin", daemon=True)
         self._thread.start()
