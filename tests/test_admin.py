@@ -7,6 +7,7 @@ import os
 import stat
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx2
@@ -17,7 +18,7 @@ from edgevoice.admin.app import COOKIE, create_app
 from edgevoice.admin.knowledge_file import backup_path
 from edgevoice.admin.listen import effective_admin_listen, parse_admin_listen, read_token
 from edgevoice.admin.selftest_runner import SelftestRunner
-from edgevoice.admin.server import AdminServer
+from edgevoice.admin.server import WORKER_THREADS, AdminServer
 from edgevoice.clock import ManualClock
 from edgevoice.config import config_from_dict
 from edgevoice.config_check import check_admin
@@ -356,3 +357,53 @@ def test_a_form_too_large_is_refused_unread(venue: Path) -> None:
     appliance = FakeAppliance(venue)
     result = client(appliance).post("/knowledge", data={"text": "x" * (MAX_FORM_BYTES + 1)})
     assert result.status_code == 413 and venue.read_text() == OLD_FACTS and appliance.reloads == 0
+
+
+class _SlowStatus(FakeAppliance):
+    """Its status waits until released, counting how many wait at once."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.release = threading.Event()
+        self.waiting = 0
+        self.most = 0
+        self.lock = threading.Lock()
+        self.four_waiting = threading.Event()
+
+    def status(self) -> Mapping[str, object]:
+        with self.lock:
+            self.waiting += 1
+            self.most = max(self.most, self.waiting)
+            if self.waiting >= WORKER_THREADS:
+                self.four_waiting.set()
+        assert self.release.wait(20)
+        with self.lock:
+            self.waiting -= 1
+        return super().status()
+
+
+def test_the_server_runs_blocking_work_on_a_few_threads_only(venue: Path, tmp_path: Path) -> None:
+    path = tmp_path / "admin.sock"
+    appliance = _SlowStatus(venue)
+    runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
+    server = AdminServer(create_app(appliance, runner), f"unix:{path}", token=False)
+    codes: list[int] = []
+
+    def get() -> None:
+        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(path)), timeout=30) as http:
+            codes.append(http.get("http://admin/api/status").status_code)
+
+    clients = [threading.Thread(target=get) for _ in range(3 * WORKER_THREADS)]
+    try:
+        for c in clients:
+            c.start()
+        assert appliance.four_waiting.wait(20)
+        appliance.release.set()
+        for c in clients:
+            c.join(30)
+    finally:
+        appliance.release.set()
+        server.close()
+        runner.close()
+    assert codes == [200] * (3 * WORKER_THREADS)  # every request answered, in turn
+    assert appliance.most == WORKER_THREADS

@@ -17,6 +17,9 @@ from edgevoice.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+WORKER_THREADS = 4
+"""Threads the admin page may run blocking work on at once (status, a reload); more requests wait their turn."""
+
 
 def bind(listen: str, *, token: bool) -> socket.socket:
     """A listening socket for ``listen`` ("unix:/path" or "host:port")."""
@@ -73,9 +76,17 @@ class AdminServer:
 
     def _serve(self) -> None:
         try:
-            asyncio.run(self._server.serve(sockets=[self._socket]))
+            asyncio.run(self._serve_limited())
         except Exception:  # the kiosk goes on answering without its admin page
             log.exception("the admin page stopped")
+
+    async def _serve_limited(self) -> None:
+        """Serve, with at most :data:`WORKER_THREADS` threads for the page's blocking work (the unit's
+        ``TasksMax=`` counts them with the appliance's own)."""
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        await self._server.serve(sockets=[self._socket])
 
     @property
     def address(self) -> tuple[str, int] | str:
