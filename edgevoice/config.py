@@ -255,10 +255,14 @@ def _check_key(key: str, value: str) -> None:
 class ActivationConfig:
     """When the kiosk listens (docs/activation.md)."""
 
-    mode: Literal["always", "push_to_talk", "trigger"] = "always"
+    mode: Literal["always", "push_to_talk", "trigger", "wake_word"] = "always"
     """"always": listen always, a turn ends on silence. "push_to_talk": listen only while the key or GPIO line is
     held; the turn ends on release, and a press while the kiosk speaks interrupts it. "trigger": a press (or a
-    trigger over the socket, or from the admin page) opens one turn, which ends on silence."""
+    trigger over the socket, or from the admin page) opens one turn, which ends on silence. "wake_word": as
+    "trigger", and saying ``wake_word`` is a trigger too."""
+    wake_word: str = "hey_jarvis"
+    """With mode = "wake_word": a model that comes with pymicro-wakeword ("hey_jarvis", "okay_nabu", "hey_mycroft",
+    "alexa") or the path of a microWakeWord model's .json file."""
     device: str = ""
     """A Linux input-event device whose ``key`` presses and releases drive the mode, e.g.
     "/dev/input/by-id/usb-...-event-kbd" (the service's user needs read access: the ``input`` group)."""

@@ -193,3 +193,35 @@ def test_always_mode_takes_no_activation_events(rings: tuple[SharedRing, SharedR
         feed(loop, np.concatenate([speech(1.0), silence(0.6)]))
         assert done.wait(10)
     assert answered[0][1].reason is TurnEndReason.COMPLETE
+
+
+class LoudClickWakeWord:
+    """Stands in for the wake-word model: "hears" it in a frame of full-scale samples."""
+
+    def __init__(self) -> None:
+        self.frames = self.resets = 0
+
+    def heard(self, audio: np.ndarray) -> bool:
+        self.frames += 1
+        return bool(np.abs(audio).max() > 0.95)
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def test_wake_word_mode_listens_for_one_turn_after_the_wake_word(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, _, answered, done = gated(mic, spk, ActivationMode.TRIGGER)
+    detector = LoudClickWakeWord()
+    loop.listener.activation = Activation(ActivationMode.WAKE_WORD, trigger_timeout_s=1.0, wake_word=detector)
+    wake = np.full(FRAME, 0.99, np.float32)
+    with running(loop):
+        feed(loop, np.concatenate([speech(1.0), silence(0.6)]))
+        assert not loop.listener.in_turn and detector.frames > 0
+        feed(loop, np.concatenate([wake, silence(0.2), speech(1.0), silence(0.6)]))
+        assert done.wait(10)
+        heard = detector.frames
+        feed(loop, np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))  # no wake word: not listened to
+        assert detector.frames > heard  # the detector listens again once the turn is over
+    assert len(answered) == 1 and detector.resets == 1
+    assert answered[0][1].start_index > int(1.6 * RATE)

@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from edgevoice.errors import ConfigError, EdgeVoiceError
+from edgevoice.interfaces import FloatAudio
 
 if TYPE_CHECKING:
     from edgevoice.config import ActivationConfig
@@ -85,6 +86,16 @@ class ActivationMode(enum.StrEnum):
     """Listen only while the key or line is held; the turn ends on release."""
     TRIGGER = "trigger"
     """A press or trigger opens one turn, which ends on silence; nobody speaking closes it after a timeout."""
+    WAKE_WORD = "wake_word"
+    """As ``trigger``, and the wake word is a trigger too."""
+
+
+class WakeWord(Protocol):
+    """A streaming wake-word detector (:class:`edgevoice.engines.wake_word.MicroWakeWord`)."""
+
+    def heard(self, audio: FloatAudio) -> bool: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +120,20 @@ class Activation:
     """The listening gate: thread-safe, fed by the inputs, read by the listener once a microphone frame.
 
     In ``always`` mode it takes nothing (every call returns False). In ``push_to_talk`` a press while held and a
-    release while not are repeats and ignored; a trigger is ignored. In ``trigger`` mode a press is a trigger and a
-    release is ignored."""
+    release while not are repeats and ignored; a trigger is ignored. In ``trigger`` and ``wake_word`` mode a press is
+    a trigger and a release is ignored; in ``wake_word`` mode :meth:`hear` triggers when ``wake_word`` hears it."""
 
-    def __init__(self, mode: ActivationMode | str = ActivationMode.ALWAYS, *, trigger_timeout_s: float = 8.0) -> None:
+    def __init__(
+        self,
+        mode: ActivationMode | str = ActivationMode.ALWAYS,
+        *,
+        trigger_timeout_s: float = 8.0,
+        wake_word: WakeWord | None = None,
+    ) -> None:
         self.mode = ActivationMode(mode)
+        if (self.mode is ActivationMode.WAKE_WORD) != (wake_word is not None):
+            raise ConfigError(f"activation.mode = {self.mode.value!r}: a wake-word detector goes with wake_word mode")
+        self.wake_word = wake_word
         self.trigger_timeout_s = trigger_timeout_s
         """In trigger mode: how long a trigger waits for speech before listening stops again."""
         self._lock = threading.Lock()
@@ -127,8 +147,13 @@ class Activation:
         """In push-to-talk: the key or line is down."""
         return self._held
 
+    @property
+    def triggered_mode(self) -> bool:
+        """A turn is opened by a trigger (``trigger`` or ``wake_word`` mode)."""
+        return self.mode in (ActivationMode.TRIGGER, ActivationMode.WAKE_WORD)
+
     def press(self) -> bool:
-        if self.mode is ActivationMode.TRIGGER:
+        if self.triggered_mode:
             return self.trigger()
         with self._lock:
             if self.mode is not ActivationMode.PUSH_TO_TALK or self._held:
@@ -145,9 +170,18 @@ class Activation:
 
     def trigger(self) -> bool:
         with self._lock:
-            if self.mode is not ActivationMode.TRIGGER:
+            if not self.triggered_mode:
                 return False
             return self._put(Trigger())
+
+    def hear(self, audio: FloatAudio) -> bool:
+        """Microphone audio while nothing is listened to: the wake word in it is a trigger (True)."""
+        return self.wake_word is not None and self.wake_word.heard(audio) and self.trigger()
+
+    def listening_starts(self) -> None:
+        """A trigger was acted on: the wake-word detector forgets what it heard before."""
+        if self.wake_word is not None:
+            self.wake_word.reset()
 
     def _put(self, event: ActivationEvent) -> bool:
         self._events.append(event)
@@ -444,7 +478,14 @@ def check_activation(config: ActivationConfig, warnings: list[str]) -> list[Edge
                 f"activation.{inputs[0]} is set but activation.mode = 'always' listens always: it is unused"
             )
         return errors
-    if not inputs and not socket_path(config.socket):
+    if config.mode == ActivationMode.WAKE_WORD:
+        from edgevoice.engines.wake_word import MicroWakeWord
+
+        try:
+            MicroWakeWord(config.wake_word).close()
+        except EdgeVoiceError as exc:
+            errors.append(exc)
+    elif not inputs and not socket_path(config.socket):
         errors.append(
             ConfigError(
                 f"activation.mode = {config.mode!r}: nothing can open a turn (set activation.device, gpio_chip, or a "

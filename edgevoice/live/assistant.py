@@ -22,6 +22,7 @@ from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.ring import SharedRing
 from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
+from edgevoice.engines.wake_word import MicroWakeWord
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
 from edgevoice.live.activation import Activation, InputThread, activation_inputs
@@ -104,7 +105,10 @@ class LiveAssistant:
             canceller = EchoCanceller(RATE, noise_suppression=config.audio.noise_suppression)
             echo = EchoPath(canceller, self.reference, self.out_rate)
         self.echo = echo
-        self.activation = Activation(config.activation.mode, trigger_timeout_s=config.activation.trigger_timeout_s)
+        self.wake_word = MicroWakeWord(config.activation.wake_word) if config.activation.mode == "wake_word" else None
+        self.activation = Activation(
+            config.activation.mode, trigger_timeout_s=config.activation.trigger_timeout_s, wake_word=self.wake_word
+        )
         """When the kiosk listens; the admin page may call its ``trigger()`` (docs/activation.md)."""
         self.loop = VoiceLoop(
             mic=self.mic,
@@ -306,6 +310,8 @@ class LiveAssistant:
             return
         if self.echo is not None and self.threads_stopped:
             self.echo.close()
+        if self.wake_word is not None and self.threads_stopped:
+            self.wake_word.close()
         for ring in (self.mic, self.speaker, self.reference):
             if ring is not None:
                 ring.unlink()  # the name goes now; the mapping stays while a thread that did not stop may use it

@@ -132,7 +132,7 @@ class Listener:
         if mode is ActivationMode.PUSH_TO_TALK:
             self._push_to_talk(frame)
             return
-        if mode is ActivationMode.TRIGGER and not self._triggered():
+        if self.activation.triggered_mode and not self._triggered(frame):
             return
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
         if self._held is not None:
@@ -205,9 +205,11 @@ class Listener:
         end = (self.samples_in - FRAME) / RATE
         self._end_turn(TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / RATE), unheard=unheard)
 
-    def _triggered(self) -> bool:
-        """Trigger mode: whether this frame is listened to. A trigger opens listening (and interrupts a reply);
-        the turn that follows closes it once ended, as does ``trigger_timeout_s`` without speech."""
+    def _triggered(self, frame: FloatAudio) -> bool:
+        """Trigger and wake-word mode: whether this frame is listened to. A trigger (the wake word in the frames not
+        listened to) opens listening and interrupts a reply; the turn that follows closes it once ended, as does
+        ``trigger_timeout_s`` without speech."""
+        woke = self._armed_at is None and not self.in_turn and self.activation.hear(frame)
         if any(isinstance(e, Trigger) for e in self.activation.take()):
             if self.answerer.replying:
                 self.answerer.barge_in()
@@ -216,7 +218,8 @@ class Listener:
                 self._preroll.clear()  # speech before the trigger is not part of the turn
                 self.endpointer.reset(t=self.samples_in / RATE)
                 self.vad.reset()  # type: ignore[attr-defined]
-        if self._armed_at is None:
+                self.activation.listening_starts()
+        if self._armed_at is None or woke:  # the wake word's own frame is not the turn's
             return self.in_turn  # a turn cut at max_turn_s still waits for its pause
         if self._turn_id != self._armed_turn and not self.in_turn:
             self._armed_at = None  # the turn opened by the trigger has ended
