@@ -11,7 +11,7 @@ import pytest
 
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
-from edgevoice.listen.endpointing import TurnEndReason
+from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
 from edgevoice.live.activation import Activation, ActivationMode
 from edgevoice.live.loop import VoiceLoop
@@ -112,6 +112,25 @@ def test_a_long_pause_while_the_key_is_held_does_not_end_the_turn(rings: tuple[S
     assert turn.reason is TurnEndReason.RELEASED
     assert len(turn.audio) == int(3.7 * RATE) // FRAME * FRAME  # both phrases and the pause between them
     assert turn.speech_end_t == pytest.approx(len(turn.audio) / RATE, abs=FRAME / RATE)
+
+
+def test_a_turn_held_past_max_turn_s_keeps_its_start_and_ends_on_release(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    loop, activation, answered, done = gated(
+        mic, spk, ActivationMode.PUSH_TO_TALK, endpoint=EndpointingConfig(max_turn_s=2.0)
+    )
+    with running(loop):
+        feed(loop, silence(0.5))
+        activation.press()
+        feed(loop, speech(3.0))
+        assert answered == []  # still held: nothing is committed at max_turn_s
+        activation.release()
+        feed(loop, silence(0.1))
+        assert done.wait(10)
+    ((_, turn),) = answered
+    assert turn.reason is TurnEndReason.RELEASED
+    assert len(turn.audio) == 63 * FRAME  # the frames up to 2 s, then nothing more
+    assert turn.start_index == 15 * FRAME  # the press's frame, whatever was left out after the cap
 
 
 def test_a_release_without_speech_gives_no_turn_and_the_next_press_works(rings: tuple[SharedRing, SharedRing]) -> None:
@@ -225,3 +244,36 @@ def test_wake_word_mode_listens_for_one_turn_after_the_wake_word(rings: tuple[Sh
         assert detector.frames > heard  # the detector listens again once the turn is over
     assert len(answered) == 1 and detector.resets == 1
     assert answered[0][1].start_index > int(1.6 * RATE)
+
+
+def test_the_live_assistant_owns_the_gate_its_config_names() -> None:
+    """``LiveAssistant.activation`` is the listener's gate (the admin page calls it), with the wake-word model in
+    wake_word mode; closing it ends every thread."""
+    from edgevoice.config import Config, config_from_dict
+    from edgevoice.interfaces import Engines
+    from edgevoice.kiosk.prompt import prefix_messages
+    from edgevoice.live.assistant import LiveAssistant
+    from edgevoice.reply.responder import Responder
+    from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
+    from tests.test_loop import CompleteTurn, EnergyVad
+
+    config = config_from_dict(
+        {"audio": {"echo_cancellation": False}, "activation": {"mode": "wake_word", "trigger_timeout_s": 3}}
+    )
+    clock = ManualClock()
+    engines = Engines(EnergyVad(), FakeRecognizer("Hi.", clock), FakeLlm("Yes.", clock), FakeSynth(clock))
+    responder = Responder(
+        engines.recognizer,
+        engines.llm,
+        engines.synthesizer,
+        prefix_messages("You are a test.", "The cafe is upstairs."),
+        max_tokens=60,
+        max_sentences=Config().kiosk.max_sentences,
+        clock=clock,
+    )
+    with LiveAssistant(config, engines, CompleteTurn(), responder) as live:
+        assert live.loop.listener.activation is live.activation is live.loop.activation
+        assert live.activation.mode is ActivationMode.WAKE_WORD and live.activation.trigger_timeout_s == 3.0
+        assert live.wake_word is not None and live.wake_word.phrase == "Hey Jarvis"
+        assert live.activation.trigger() and not live.activation.release()
+    assert live.threads_stopped
