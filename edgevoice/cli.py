@@ -124,7 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_trigger(args: argparse.Namespace) -> int:
-    from edgevoice.live.activation import SERVICE_SOCKET, send_command, socket_path
+    from edgevoice.live.activation_inputs import SERVICE_SOCKET, send_command, socket_path
 
     path = args.socket or socket_path(find_config(args.config).activation.socket)
     if not args.socket and not (path and Path(path).exists()) and Path(SERVICE_SOCKET).exists():

@@ -246,7 +246,7 @@ class MetricsConfig:
 
 def _check_key(key: str, value: str) -> None:
     if value:
-        from edgevoice.live.activation import key_code
+        from edgevoice.live.activation_inputs import key_code
 
         key_code(value)
 

@@ -83,7 +83,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
                 f"{config.kiosk.reply_budget_s}: when the server is slow, the fallback phrase comes before the local "
                 "model may answer"
             )
-    from edgevoice.live.activation import check_activation
+    from edgevoice.live.activation_inputs import check_activation
 
     report.errors += check_activation(config.activation, report.warnings)
     asr_path = _check_models(config, report)

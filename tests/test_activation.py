@@ -17,16 +17,11 @@ import pytest
 from edgevoice.config import config_from_dict
 from edgevoice.config_check import effective_config
 from edgevoice.errors import ConfigError, EdgeVoiceError
-from edgevoice.live.activation import (
+from edgevoice.live.activation import Activation, ActivationEvent, ActivationMode, Press, Release, Trigger
+from edgevoice.live.activation_inputs import (
     INPUT_EVENT,
-    Activation,
-    ActivationEvent,
-    ActivationMode,
     GpioInput,
     KeyInput,
-    Press,
-    Release,
-    Trigger,
     TriggerSocket,
     activation_inputs,
     check_activation,

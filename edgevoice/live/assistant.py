@@ -25,7 +25,8 @@ from edgevoice.config import Config
 from edgevoice.engines.wake_word import MicroWakeWord
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
-from edgevoice.live.activation import Activation, InputThread, activation_inputs
+from edgevoice.live.activation import Activation
+from edgevoice.live.activation_inputs import InputThread, activation_inputs
 from edgevoice.live.events import LoopEvent
 from edgevoice.live.listener import RATE
 from edgevoice.live.loop import Turn, VoiceLoop
