@@ -80,7 +80,7 @@ class Activation:
         self._events: deque[ActivationEvent] = deque(maxlen=64)
         self._held = False
         self.counts = {"press": 0, "release": 0, "trigger": 0}
-        """Events taken, by kind (repeats and those the mode ignores are not counted)."""
+        """Events accepted, by kind (repeats and those the mode ignores are not counted), for a status page."""
 
     @property
     def held(self) -> bool:
