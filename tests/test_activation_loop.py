@@ -1,22 +1,32 @@
-"""The live loop in push-to-talk and trigger mode, with fake engines and in-memory rings: what is heard, when a turn
-ends, and a press over a reply. The key is pressed and released between two writes to the microphone ring, once
-the listener has read what came before (the listener applies an event at its next frame)."""
+"""The live loop in push-to-talk, trigger and wake-word mode, with fake engines and in-memory rings: what is heard,
+when a turn ends, a press over a reply, and a real `edgevoice trigger` process opening a turn. The key is pressed
+and released between two writes to the microphone ring, once the listener has read what came before (the listener
+applies an event at its next frame)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
+from edgevoice.config import Config, config_from_dict
+from edgevoice.interfaces import Engines
+from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
 from edgevoice.live.activation import Activation, ActivationMode
+from edgevoice.live.activation_inputs import TriggerSocket
+from edgevoice.live.assistant import LiveAssistant
 from edgevoice.live.loop import VoiceLoop
-from edgevoice.reply.responder import ReplyTrace
-from tests.test_loop import RATE, SlowSynth, make_loop, rings, running, silence, speech
+from edgevoice.reply.responder import ReplyTrace, Responder
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
+from tests.test_loop import RATE, CompleteTurn, EnergyVad, SlowSynth, make_loop, rings, running, silence, speech
 from tests.waiting import poll
 
 __all__ = ["rings"]  # the fixture, shared with test_loop
@@ -249,14 +259,6 @@ def test_wake_word_mode_listens_for_one_turn_after_the_wake_word(rings: tuple[Sh
 def test_the_live_assistant_owns_the_gate_its_config_names() -> None:
     """``LiveAssistant.activation`` is the listener's gate (the admin page calls it), with the wake-word model in
     wake_word mode; closing it ends every thread."""
-    from edgevoice.config import Config, config_from_dict
-    from edgevoice.interfaces import Engines
-    from edgevoice.kiosk.prompt import prefix_messages
-    from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.reply.responder import Responder
-    from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
-    from tests.test_loop import CompleteTurn, EnergyVad
-
     config = config_from_dict(
         {"audio": {"echo_cancellation": False}, "activation": {"mode": "wake_word", "trigger_timeout_s": 3}}
     )
@@ -277,3 +279,28 @@ def test_the_live_assistant_owns_the_gate_its_config_names() -> None:
         assert live.wake_word is not None and live.wake_word.phrase == "Hey Jarvis"
         assert live.activation.trigger() and not live.activation.release()
     assert live.threads_stopped
+
+
+def test_edgevoice_trigger_opens_a_turn_of_the_running_loop(
+    rings: tuple[SharedRing, SharedRing], tmp_path: Path
+) -> None:
+    """The whole path: a real `edgevoice trigger` process → the trigger socket → the gate → one turn answered."""
+    mic, spk = rings
+    loop, activation, answered, done = gated(mic, spk, ActivationMode.TRIGGER)
+    path = str(tmp_path / "activation.sock")
+    sock = TriggerSocket(activation, path)
+    sock.start()
+    try:
+        with running(loop):
+            feed(loop, np.concatenate([speech(1.0), silence(0.6)]))
+            assert answered == []
+            sent = subprocess.run(
+                [sys.executable, "-m", "edgevoice", "trigger", "--socket", path], capture_output=True, timeout=60
+            )
+            assert sent.returncode == 0, sent.stderr
+            assert poll(lambda: activation.counts["trigger"] == 1, 5)
+            feed(loop, np.concatenate([silence(0.2), speech(1.0), silence(0.6)]))
+            assert done.wait(10)
+    finally:
+        assert sock.close(2)
+    assert len(answered) == 1 and answered[0][1].start_index >= int(1.6 * RATE) // FRAME * FRAME
