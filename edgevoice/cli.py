@@ -123,6 +123,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_live(find_config(args.config), json_lines=args.json)
 
 
+def _cmd_trigger(args: argparse.Namespace) -> int:
+    from edgevoice.live.activation_inputs import SERVICE_SOCKET, send_command, socket_path
+
+    path = args.socket or socket_path(find_config(args.config).activation.socket)
+    if not args.socket and not (path and Path(path).exists()) and Path(SERVICE_SOCKET).exists():
+        path = SERVICE_SOCKET  # an operator's shell (root) beside the service
+    if not path:
+        raise EdgeVoiceError("no trigger socket: set [activation] socket or pass --socket", code="activation_socket")
+    send_command(path, args.action)
+    if args.json:
+        emit({"sent": args.action, "socket": path})
+    return 0
+
+
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
@@ -187,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(handler=_cmd_devices)
+
+    p = sub.add_parser(
+        "trigger",
+        help="open one turn of a kiosk in [activation] mode = 'trigger' (or press/release its push-to-talk)",
+    )
+    p.add_argument("action", nargs="?", default="trigger", choices=["trigger", "press", "release"])
+    p.add_argument("--socket", help="the kiosk's trigger socket (default: as its configuration says)")
+    p.add_argument("--config")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.set_defaults(handler=_cmd_trigger)
 
     p = sub.add_parser("say", help="speak a text with the configured voice into a WAV file")
     p.add_argument("text")

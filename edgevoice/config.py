@@ -268,6 +268,47 @@ class AdminConfig:
             parse_admin_listen(self.listen, token=False)
 
 
+def _check_key(key: str, value: str) -> None:
+    if value:
+        from edgevoice.live.activation_inputs import key_code
+
+        key_code(value)
+
+
+@dataclass(frozen=True)
+class ActivationConfig:
+    """When the kiosk listens (docs/activation.md)."""
+
+    mode: Literal["always", "push_to_talk", "trigger", "wake_word"] = "always"
+    """"always": listen always, a turn ends on silence. "push_to_talk": listen only while the key or GPIO line is
+    held; the turn ends on release, and a press while the kiosk speaks interrupts it. "trigger": a press (or a
+    trigger over the socket, or from the admin page) opens one turn, which ends on silence. "wake_word": as
+    "trigger", and saying ``wake_word`` is a trigger too."""
+    wake_word: str = "hey_jarvis"
+    """With mode = "wake_word": a model that comes with pymicro-wakeword ("hey_jarvis", "okay_nabu", "hey_mycroft",
+    "alexa") or the path of a microWakeWord model's .json file."""
+    device: str = ""
+    """A Linux input-event device whose ``key`` presses and releases drive the mode, e.g.
+    "/dev/input/by-id/usb-...-event-kbd" (the service's user needs read access: the ``input`` group)."""
+    key: str = field(default="KEY_SPACE", metadata={"check": _check_key})
+    """The key on ``device``: a name from linux/input-event-codes.h (KEY_SPACE, KEY_ENTER, BTN_0...) or its code."""
+    gpio_chip: str = ""
+    """A GPIO chip, e.g. "/dev/gpiochip0", whose ``gpio_line`` drives the mode (needs the ``gpiod`` package)."""
+    gpio_line: int = field(default=0, metadata=_rng(0, 1023))
+    gpio_active_low: bool = True
+    """The button pulls the line to ground (and the line's pull-up is turned on)."""
+    socket: str = ""
+    """The Unix datagram socket that takes "press", "release" and "trigger" (`edgevoice trigger`); empty:
+    $RUNTIME_DIRECTORY/activation.sock under the service, else $XDG_RUNTIME_DIR/edgevoice-activation.sock; "off":
+    none."""
+    trigger_timeout_s: float = field(default=8.0, metadata=_rng(1.0, 120.0))
+    """In trigger mode: how long a trigger waits for the visitor to speak before listening stops again."""
+
+    def __post_init__(self) -> None:
+        if self.socket and self.socket != "off" and not self.socket.startswith("/"):
+            raise ConfigError(f"activation.socket = {self.socket!r}: must be an absolute path or 'off'")
+
+
 @dataclass(frozen=True)
 class SelftestConfig:
     budget_ms: float = field(default=500.0, metadata=_rng(50.0, 10000.0))
@@ -297,6 +338,7 @@ class Config:
     kiosk: KioskConfig = field(default_factory=KioskConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    activation: ActivationConfig = field(default_factory=ActivationConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
     source: str = field(default="<defaults>", compare=False)

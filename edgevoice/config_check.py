@@ -3,8 +3,9 @@
 Loading the config has already checked each value's type and range (:mod:`edgevoice.config`); these checks look
 outside it without loading a model: the knowledge and the small-talk phrases parse, every configured model is
 installed and matches its pinned checksum, the recognizer speaks the configured language, the sound devices exist,
-the remote model's key and the admin page's token can be read, and the directories and files the service would write
-are its own. ``--print`` shows the effective configuration, secrets masked.
+the remote model's key and the admin page's token can be read, the activation's key device or GPIO chip is there,
+and the directories and files the service would write are its own. ``--print`` shows the effective configuration,
+secrets masked.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from edgevoice.errors import ConfigError, EdgeVoiceError, ModelMissingError
 
 __all__ = ["ConfigReport", "check_config", "effective_config", "masked"]
 
-SECRET = re.compile(r"(^|_)(api_key|key|token|password|secret)$")
-"""Config keys whose values ``--print`` masks (a key file's path is not a secret: ``api_key_file`` is shown)."""
+SECRET = re.compile(r"(^|_)(api_key|token|password|secret)$|._key$")
+"""Config keys whose values ``--print`` masks (a key file's path is not a secret: ``api_key_file`` is shown; nor is
+``activation.key``, a keyboard key)."""
 MASK = "********"
 
 
@@ -82,6 +84,9 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
                 f"{config.kiosk.reply_budget_s}: when the server is slow, the fallback phrase comes before the local "
                 "model may answer"
             )
+    from edgevoice.live.activation_inputs import check_activation
+
+    report.errors += check_activation(config.activation, report.warnings)
     asr_path = _check_models(config, report)
     report.check(lambda: check_language(config, asr_path))
     if devices:

@@ -19,11 +19,15 @@ NEW_FACTS = "What time do you open? We open at ten in the morning.\nIs there a c
 
 
 class FakeActivation:
-    def __init__(self) -> None:
+    """An activation whose mode takes triggers (``accepts``) or not, as edgevoice.live.activation's."""
+
+    def __init__(self, accepts: bool = True) -> None:
+        self.accepts = accepts
         self.triggered = 0
 
-    def trigger(self) -> None:
-        self.triggered += 1
+    def trigger(self) -> bool:
+        self.triggered += self.accepts
+        return self.accepts
 
 
 class FakeAppliance:
@@ -70,10 +74,7 @@ class FakeAppliance:
         return None
 
     def trigger(self) -> bool:
-        if self.activation is None:
-            return False
-        self.activation.trigger()
-        return True
+        return self.activation is not None and self.activation.trigger()
 
 
 class HeldLlm(FakeLlm):

@@ -330,7 +330,9 @@ def test_the_live_appliance_reports_the_run_and_triggers_its_activation(venue: P
     assert status["models"]["asr"]["name"] == config.models.asr  # type: ignore[index]
     assert len(status["models"]["asr"]["sha256"]) == 12  # type: ignore[index]
     assert "1 entries" in str(status["knowledge"])
-    assert appliance.trigger() is False
+    assert appliance.trigger() is False  # no activation at all
+    live.activation = FakeActivation(accepts=False)
+    assert appliance.trigger() is False  # "always" or push-to-talk: no trigger
     live.activation = FakeActivation()
     assert appliance.trigger() is True and live.activation.triggered == 1
     appliance.add_turn({"turn": 1, "transcript": "hi"})
@@ -407,3 +409,20 @@ def test_the_server_runs_blocking_work_on_a_few_threads_only(venue: Path, tmp_pa
         runner.close()
     assert codes == [200] * (3 * WORKER_THREADS)  # every request answered, in turn
     assert appliance.most == WORKER_THREADS
+
+
+def test_the_trigger_reaches_the_real_activation_in_trigger_mode_only(venue: Path) -> None:
+    from edgevoice.admin.appliance import LiveAppliance
+    from edgevoice.live.activation import Activation
+    from edgevoice.live.service import Notifier, ServiceMonitor
+
+    config = kiosk_config(venue, semantic=False)
+    assistant = fake_assistant(config, FakeLlm("Nine.", ManualClock()))
+    live = _Live()
+    appliance = LiveAppliance(config, assistant, ServiceMonitor(Notifier({})), lambda: live)  # type: ignore[arg-type,return-value]
+    web = TestClient(create_app(appliance, SelftestRunner(lambda folder: [sys.executable, "-c", ""])))
+    for mode, code in (("always", 409), ("push_to_talk", 409), ("trigger", 200)):
+        live.activation = Activation(mode)  # type: ignore[assignment]
+        assert web.post("/api/trigger").status_code == code, mode
+        assert web.get("/api/status").json()["activation"] == mode
+    assert live.activation.counts["trigger"] == 1  # type: ignore[union-attr]

@@ -103,7 +103,7 @@ class LiveAppliance:
             status["barge_ins"] = live.loop.barge_ins
             status["fallbacks"] = live.loop.output.fallbacks
             xruns = live.xruns().as_dict()
-            status["activation"] = getattr(getattr(live, "activation", None), "mode", "always")
+            status["activation"] = str(getattr(getattr(live, "activation", None), "mode", "always"))
         return status | {"models": self._models, "xruns": xruns}
 
     def knowledge_text(self) -> str:
@@ -115,10 +115,7 @@ class LiveAppliance:
     def trigger(self) -> bool:
         live = self._live()
         trigger = getattr(getattr(live, "activation", None), "trigger", None)
-        if trigger is None:
-            return False
-        trigger()
-        return True
+        return trigger is not None and bool(trigger())  # False: the mode takes no trigger
 
 
 @dataclasses.dataclass

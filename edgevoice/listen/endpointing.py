@@ -81,6 +81,8 @@ class TurnEndReason(enum.StrEnum):
     COMPLETE = "complete"
     SILENCE_TIMEOUT = "silence_timeout"
     MAX_LENGTH = "max_length"
+    RELEASED = "released"
+    """Push-to-talk: the key was released (:mod:`edgevoice.live.activation`); the endpointer never gives it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,11 @@ from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.ring import SharedRing
 from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
+from edgevoice.engines.wake_word import MicroWakeWord
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
+from edgevoice.live.activation import Activation
+from edgevoice.live.activation_inputs import InputThread, activation_inputs
 from edgevoice.live.events import LoopEvent
 from edgevoice.live.listener import RATE
 from edgevoice.live.loop import Turn, VoiceLoop
@@ -103,6 +106,11 @@ class LiveAssistant:
             canceller = EchoCanceller(RATE, noise_suppression=config.audio.noise_suppression)
             echo = EchoPath(canceller, self.reference, self.out_rate)
         self.echo = echo
+        self.wake_word = MicroWakeWord(config.activation.wake_word) if config.activation.mode == "wake_word" else None
+        self.activation = Activation(
+            config.activation.mode, trigger_timeout_s=config.activation.trigger_timeout_s, wake_word=self.wake_word
+        )
+        """When the kiosk listens; the admin page may call its ``trigger()`` (docs/activation.md)."""
         self.loop = VoiceLoop(
             mic=self.mic,
             speaker=self.speaker,
@@ -122,6 +130,7 @@ class LiveAssistant:
             fallback_text=config.kiosk.fallback_phrase,
             reply_budget_s=config.kiosk.reply_budget_s,
             speculative_reply=config.endpointing.speculative_reply,
+            activation=self.activation,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None
@@ -129,6 +138,8 @@ class LiveAssistant:
         self._played_base = 0
         """Playback position at which the current output stream started (its real sample 0)."""
         self.reopened = 0
+        self.inputs: list[InputThread] = []
+        """The key, GPIO line and trigger socket feeding :attr:`activation`, started with the loop."""
         self._closed = False
         self.threads_stopped = False
         """Set by :meth:`close`: every loop thread ended (so the engines may be freed)."""
@@ -166,6 +177,9 @@ class LiveAssistant:
         if not self.input.wait_running(first_input_timeout):
             raise AudioDeviceError(f"the input device delivered nothing within {first_input_timeout:.0f} s")
         self.loop.start()
+        self.inputs = activation_inputs(self.activation, self.config.activation)
+        for source in self.inputs:
+            source.start()
 
     def watch(self, stop: threading.Event, period: float = 0.25, on_tick: Callable[[], None] | None = None) -> None:
         """Until ``stop`` is set: reopen any stream that died (a device unplugged, the sound server restarted),
@@ -282,6 +296,8 @@ class LiveAssistant:
             return
         self._closed = True
         self.threads_stopped = self.loop.close(timeout=timeout)
+        for source in self.inputs:
+            self.threads_stopped &= source.close(timeout)
         streams_closed = True
         for stream in (self.input, self.output):
             if stream is None:
@@ -295,6 +311,8 @@ class LiveAssistant:
             return
         if self.echo is not None and self.threads_stopped:
             self.echo.close()
+        if self.wake_word is not None and self.threads_stopped:
+            self.wake_word.close()
         for ring in (self.mic, self.speaker, self.reference):
             if ring is not None:
                 ring.unlink()  # the name goes now; the mapping stays while a thread that did not stop may use it

@@ -31,6 +31,7 @@ from edgevoice.listen.endpointing import (
 )
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
+from edgevoice.live.activation import Activation, ActivationMode, Press, Release, Trigger
 from edgevoice.live.answering import Answerer
 from edgevoice.reply.speculation import SpeculativeReplies
 
@@ -66,7 +67,9 @@ class Listener:
         clock: Clock,
         stop: threading.Event,
         errors: list[EdgeVoiceError],
+        activation: Activation | None = None,
     ) -> None:
+        """``activation``: when to listen (:mod:`edgevoice.live.activation`); None listens always."""
         self.mic, self.vad, self.turn_model, self.endpointer = mic, vad, turn_model, endpointer
         self.asr, self.speculation, self.answerer, self.gate = asr, speculation, answerer, gate
         self.clock, self._stop, self.errors = clock, stop, errors
@@ -84,6 +87,15 @@ class Listener:
         self._silence_audio: list[FloatAudio] | None = None
         """The turn's frames up to the moment the visitor fell silent (for the early verdict)."""
         self._loud = 0
+        self.activation = activation or Activation()
+        self._armed_at: int | None = None
+        """Trigger mode: the microphone sample at which the open trigger came (None: not listening)."""
+        self._armed_turn = 0
+        self._heard = False
+        """Push-to-talk: the VAD heard speech in the turn held so far."""
+        self._pressed_at = 0
+        """Push-to-talk: the microphone sample at which the key went down."""
+        self._speech_end = 0.0
 
     @property
     def in_turn(self) -> bool:
@@ -116,6 +128,12 @@ class Listener:
 
     def _on_frame(self, frame: FloatAudio) -> None:
         self.answerer.output.check_budget()
+        mode = self.activation.mode
+        if mode is ActivationMode.PUSH_TO_TALK:
+            self._push_to_talk(frame)
+            return
+        if self.activation.triggered_mode and not self._triggered(frame):
+            return
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
         if self._held is not None:
             # speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in
@@ -151,6 +169,69 @@ class Listener:
             recent = self._turn[max(self._segment_start, len(self._turn) - PARTIAL_MAX_FRAMES) :]
             self.asr.partial(np.concatenate(recent))
 
+    def _push_to_talk(self, frame: FloatAudio) -> None:
+        """The turn is what the microphone hears while the key is held, committed on release; a press while the
+        kiosk speaks interrupts it. Nothing is heard while the key is up (not even by the VAD)."""
+        for event in self.activation.take():
+            if isinstance(event, Press):
+                if self.answerer.replying:
+                    self.answerer.barge_in()
+                if self._turn is None:
+                    self._preroll.clear()  # the turn starts at the press: nothing from before it is kept
+                    self._start_turn()
+                    self._heard, self._pressed_at = False, self.samples_in - FRAME
+            elif isinstance(event, Release) and self._turn is not None:
+                self._release_turn()
+        if self._turn is None:
+            return
+        if len(self._turn) * FRAME < self.endpointer.config.max_turn_s * RATE:  # beyond: kept until the release
+            self._turn.append(frame)
+            if self.endpointer.is_speech(self.vad.probability(frame)):  # type: ignore[attr-defined]
+                self._heard, self._speech_end = True, self.samples_in / RATE
+        if len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
+            self._last_partial = len(self._turn)
+            self.asr.partial(np.concatenate(self._turn[max(0, len(self._turn) - PARTIAL_MAX_FRAMES) :]))
+
+    def _release_turn(self) -> None:
+        """The key went up: commit the turn now, whatever the visitor's pauses; a turn without speech is dropped."""
+        assert self._turn is not None
+        if not self._heard:
+            log.info("push-to-talk turn %d released without speech: dropped", self._turn_id)
+            self._turn = None
+            self.speculation.abort()
+            return
+        # the release came with this frame, which is not the turn's; nor are those beyond max_turn_s
+        unheard = self.samples_in - self._pressed_at - len(self._turn) * FRAME
+        end = (self.samples_in - FRAME) / RATE
+        self._end_turn(TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / RATE), unheard=unheard)
+
+    def _triggered(self, frame: FloatAudio) -> bool:
+        """Trigger and wake-word mode: whether this frame is listened to. A trigger (the wake word in the frames not
+        listened to) opens listening and interrupts a reply; the turn that follows closes it once ended, as does
+        ``trigger_timeout_s`` without speech."""
+        woke = self._armed_at is None and not self.in_turn and self.activation.hear(frame)
+        if any(isinstance(e, Trigger) for e in self.activation.take()):
+            if self.answerer.replying:
+                self.answerer.barge_in()
+            if not self.in_turn and self._armed_at is None:
+                self._armed_at, self._armed_turn = self.samples_in, self._turn_id
+                self._preroll.clear()  # speech before the trigger is not part of the turn
+                self.endpointer.reset(t=self.samples_in / RATE)
+                self.vad.reset()  # type: ignore[attr-defined]
+                self.activation.listening_starts()
+        if self._armed_at is None or woke:  # the wake word's own frame is not the turn's
+            return self.in_turn  # a turn cut at max_turn_s still waits for its pause
+        if self._turn_id != self._armed_turn and not self.in_turn:
+            self._armed_at = None  # the turn opened by the trigger has ended
+            return False
+        waited = (self.samples_in - self._armed_at) / RATE
+        idle = self._turn_id == self._armed_turn and self.endpointer.state is EndpointState.IDLE
+        if idle and waited >= self.activation.trigger_timeout_s:
+            log.info("trigger: nobody spoke within %.0f s", self.activation.trigger_timeout_s)
+            self._armed_at = None
+            return False
+        return True
+
     def _start_turn(self) -> None:
         self._turn = list(self._preroll)
         self._turn_id = next(self._ids)
@@ -181,8 +262,9 @@ class Listener:
             self.speculation.invalidate()
         return verdict
 
-    def _end_turn(self, event: TurnEnd) -> None:
-        """Hand the ended turn to the answerer (or to the reply begun for it; a cut one once the visitor pauses)."""
+    def _end_turn(self, event: TurnEnd, *, unheard: int = 0) -> None:
+        """Hand the ended turn to the answerer (or to the reply begun for it; a cut one once the visitor pauses).
+        ``unheard``: samples read since the turn's last frame (a push-to-talk release: the frame it came in)."""
         assert self._turn is not None
         audio = np.concatenate(self._turn)
         tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
@@ -195,7 +277,7 @@ class Listener:
             event.reason,
             tail,
             speculation_valid=self.speculation.valid and event.reason is not TurnEndReason.MAX_LENGTH,
-            start_index=self.samples_in - len(audio),
+            start_index=self.samples_in - unheard - len(audio),
         )
         self._turn = None
         if self.speculation.close_turn(turn, self._committed):

@@ -27,6 +27,7 @@ from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this module's API
+from edgevoice.live.activation import Activation
 from edgevoice.live.answering import Answerer
 from edgevoice.live.events import LoopEvent, Partial
 from edgevoice.live.listener import FRAME, Listener
@@ -58,6 +59,7 @@ class VoiceLoop:
         fallback_text: str = "",
         reply_budget_s: float | None = None,
         speculative_reply: bool = False,
+        activation: Activation | None = None,
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller). ``vad_threshold``: the speech
@@ -72,6 +74,8 @@ class VoiceLoop:
 
         ``speculative_reply``: start the reply the moment the visitor falls silent, its audio held until the turn
         is committed (:mod:`edgevoice.reply.speculation`).
+
+        ``activation``: when the listener listens (:mod:`edgevoice.live.activation`); None: always.
 
         ``on_trace`` gets each finished turn; ``on_event`` gets the events of :mod:`edgevoice.live.events` (partial
         transcripts, a reply's first audio, barge-ins, fallbacks). Both run on the loop's threads.
@@ -127,6 +131,7 @@ class VoiceLoop:
             clock=self.clock,
             stop=self._stop,
             errors=self.errors,
+            activation=activation,
         )
 
     def _emit(self, event: LoopEvent) -> None:
@@ -199,6 +204,11 @@ class VoiceLoop:
     @on_trace.setter
     def on_trace(self, on_trace: Callable[[ReplyTrace, Turn], None] | None) -> None:
         self.answerer.on_trace = on_trace
+
+    @property
+    def activation(self) -> Activation:
+        """The listening gate: ``press()``, ``release()``, ``trigger()`` from any thread."""
+        return self.listener.activation
 
     @property
     def endpointer(self) -> Endpointer:
