@@ -10,7 +10,7 @@ from edgevoice.clock import ManualClock
 from edgevoice.config import Config, config_from_dict
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage, Transcript
-from edgevoice.interfaces import Engines
+from edgevoice.interfaces import Engines, FloatAudio
 from edgevoice.reply.responder import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
@@ -106,6 +106,12 @@ def fake_assistant(config: Config, llm: FakeLlm) -> Assistant:
 def answer(assistant: Assistant, question: str, turn: int = 1) -> ReplyTrace:
     """The assistant's reply to a transcribed question."""
     trace = ReplyTrace(turn, committed=0.0)
-    assistant.responder.respond_to(Transcript(question), trace, threading.Event(), lambda audio: len(audio))
+    queued = [0]
+
+    def emit(audio: FloatAudio) -> int:  # the output stream's position after ``audio``, as a playback ring gives it
+        queued[0] += len(audio)
+        return queued[0]
+
+    assistant.responder.respond_to(Transcript(question), trace, threading.Event(), emit)
     assistant.responder.commit(trace, None)
     return trace

@@ -72,6 +72,4 @@ def test_a_reload_answers_from_the_new_file_while_a_turn_in_flight_completes(
     )
     assert alone_s < RELOAD_LOOSE_S
     assert backup_path(venue).read_text() == text
-    assert answer(assistant, "Can I bring my kangaroo?", 3).reply.startswith("Only on Tuesdays")
-    grounding = assistant.responder.llm.last_grounding
-    assert grounding is not None and grounding.direct == "Only on Tuesdays, and on a lead."
+    assert answer(assistant, "Can I bring my kangaroo?", 3).reply == "Only on Tuesdays, and on a lead."
