@@ -93,7 +93,7 @@ class Listener:
     def run(self) -> None:
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
-            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop, rate=RATE):
                 self.answerer.output.check_budget()  # no microphone audio (a dead device): the budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():
