@@ -268,6 +268,11 @@ def test_wait_for_a_real_time_producer_sleeps_as_long_as_the_missing_frames_take
         assert ring.wait_for(32, timeout=60, stop=producer, rate=1000.0)
     # 32, 22, 12 then 2 frames missing at 1000 frames/s; never below the poll interval
     assert producer.timeouts == pytest.approx([0.032, 0.022, 0.012, 0.002])
+    with SharedRing.create(64, _name()) as ring:
+        producer = _ProducingStop(ring, per_wait=10)
+        assert ring.wait_for(32, timeout=60, stop=producer, rate=1000.0, burst=10)
+    # a write of up to 10 frames may complete them: the sleep ends 10 frames early, then the ring is polled
+    assert producer.timeouts == pytest.approx([0.022, 0.012, 0.002, 0.002])
 
 
 # -- real processes ------------------------------------------------------------------------------------------------
