@@ -45,9 +45,9 @@ PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 SPECULATION_WAIT_S = 0.4
 """At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
-MIC_BURST = 320
-"""The most samples one microphone callback writes (20 ms: ``audio.frame_ms`` is 10 by default): the listener sleeps
-until a frame is that close to complete, then polls for it."""
+MIC_BURST = 160
+"""Samples one microphone callback writes at the default ``audio.frame_ms`` (10 ms): the listener sleeps until a frame
+is that close to complete, then polls for it."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
