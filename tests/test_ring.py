@@ -236,12 +236,14 @@ class _ProducingStop:
 
     def __init__(self, ring: SharedRing, per_wait: int) -> None:
         self.ring, self.per_wait, self.waits = ring, per_wait, 0
+        self.timeouts: list[float | None] = []
 
     def is_set(self) -> bool:
         return False
 
     def wait(self, timeout: float | None = None) -> bool:
         self.waits += 1
+        self.timeouts.append(timeout)
         self.ring.write(np.zeros(self.per_wait))
         return False
 
@@ -258,6 +260,19 @@ def test_wait_for(make_ring: MakeRing) -> None:
     started = time.monotonic()
     assert not ring.wait_for(64, timeout=60, stop=stop)  # shutdown does not wait out the timeout
     assert time.monotonic() - started < 5
+
+
+def test_wait_for_a_real_time_producer_sleeps_as_long_as_the_missing_frames_take() -> None:
+    with SharedRing.create(64, _name()) as ring:
+        producer = _ProducingStop(ring, per_wait=10)
+        assert ring.wait_for(32, timeout=60, stop=producer, rate=1000.0)
+    # 32, 22, 12 then 2 frames missing at 1000 frames/s; never below the poll interval
+    assert producer.timeouts == pytest.approx([0.032, 0.022, 0.012, 0.002])
+    with SharedRing.create(64, _name()) as ring:
+        producer = _ProducingStop(ring, per_wait=10)
+        assert ring.wait_for(32, timeout=60, stop=producer, rate=1000.0, burst=10)
+    # a write of up to 10 frames may complete them: the sleep ends 10 frames early, then the ring is polled
+    assert producer.timeouts == pytest.approx([0.022, 0.012, 0.002, 0.002])
 
 
 # -- real processes ------------------------------------------------------------------------------------------------

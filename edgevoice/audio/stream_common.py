@@ -14,6 +14,7 @@ import numpy as np
 
 from edgevoice.audio.devices import SampleFormat, bounded_call, find_device, open_stream, start_portaudio
 from edgevoice.errors import AudioDeviceError
+from edgevoice.thread_names import name_this_thread
 
 PA_CONTINUE, PA_ABORT = 0, 2  # PaStreamCallbackResult (pyaudio is imported only when a stream opens)
 INPUT_OVERFLOW, OUTPUT_UNDERFLOW = 0x2, 0x4  # PaStreamCallbackFlags
@@ -97,6 +98,8 @@ class Stream:
         if self._last_start is not None:
             self._max_gap = max(self._max_gap, start - self._last_start)
         self._last_start = start
+        if not self._callbacks:  # PortAudio's callback thread, named once for top -H and bench --idle
+            name_this_thread(f"ev-audio-{self.kind}")
         self._callbacks += 1
         self._last_callback = end
         self._first_callback.set()

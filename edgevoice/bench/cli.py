@@ -49,6 +49,14 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         "each on and off side by side (default: every technique in edgevoice/bench/pipeline.py TECHNIQUES; or the "
         "true/false keys named, e.g. tts.presynthesize)",
     )
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="idle CPU: the appliance's share of a core while it listens to silence and to low room noise, its RSS "
+        "and its busiest threads (`edgevoice run` in a private PulseAudio room; --compare adds variants, --rounds "
+        "repeats them interleaved)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --idle: measurements per configuration")
     parser.add_argument("--turns", type=int, default=4, help="utterances per configuration with --pipeline")
     parser.add_argument(
         "--quality",
@@ -107,7 +115,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     config = find_config(args.config)
     store = model_store(config)
-    engines = args.engines or not (args.quality or args.pipeline)
+    engines = args.engines or not (args.quality or args.pipeline or args.idle)
 
     def progress(message: str) -> None:
         print(f"... {message}", file=sys.stderr, flush=True)
@@ -135,6 +143,13 @@ def run_bench(args: argparse.Namespace) -> int:
         human(bench.format_pipeline(rows), json_mode=args.json)
         if techniques is not None:
             human("\n" + bench.format_ablation(rows, techniques, config), json_mode=args.json)
+    if args.idle:
+        from edgevoice.bench import idle
+
+        idle_variants = [idle.IdleVariant("configured")]
+        idle_variants += [idle.IdleVariant(v.name, v.overrides) for v in map(parse_variant, args.compare)]
+        report["idle"] = idle.run_idle(config, store.models_dir, idle_variants, rounds=args.rounds, progress=progress)
+        human(idle.format_idle(report["idle"]), json_mode=args.json)
     if args.quality and not args.full:
         from edgevoice.bench.quality_report import format_venues
         from edgevoice.bench.venue_quality import VenueOptions, run_venues
@@ -158,7 +173,7 @@ def run_bench(args: argparse.Namespace) -> int:
         quality = run_quality(config, store, options, progress=progress)
         report["quality"] = quality
         human(format_quality(quality), json_mode=args.json)
-    payload = report if (engines or args.pipeline) else report["quality"]
+    payload = report if (engines or args.pipeline or args.idle) else report["quality"]
     if args.report:
         args.report.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     if args.json:

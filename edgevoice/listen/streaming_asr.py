@@ -19,6 +19,7 @@ from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio, Recognizer
 from edgevoice.priority import lower_this_thread
+from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class StreamingTranscriber:
 
     # -- worker ---------------------------------------------------------------------------------------------------
     def _work(self) -> None:
+        name_this_thread("ev-asr")
         lower_this_thread(self._nice)
         while True:
             job = self._jobs.get()

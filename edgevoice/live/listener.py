@@ -46,6 +46,9 @@ PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 SPECULATION_WAIT_S = 0.4
 """At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
+MIC_BURST = 160
+"""Samples one microphone callback writes at the default ``audio.frame_ms`` (10 ms): the listener sleeps until a frame
+is that close to complete, then polls for it."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
@@ -105,7 +108,7 @@ class Listener:
     def run(self) -> None:
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
-            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop):
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop, rate=RATE, burst=MIC_BURST):
                 self.answerer.output.check_budget()  # no microphone audio (a dead device): the budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():

@@ -34,6 +34,7 @@ from edgevoice.live.listener import FRAME, Listener
 from edgevoice.reply.output import ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speculation import SpeculativeReplies
+from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class VoiceLoop:
         self.responder.resume()  # a model interrupted when an earlier loop closed works again
         self.asr.start()
         for name, target in (("listener", self.listener.run), ("responder", self.answerer.run)):
-            thread = threading.Thread(target=target, name=f"edgevoice-{name}", daemon=False)
+            thread = threading.Thread(target=named(target, f"ev-{name}"), name=f"edgevoice-{name}", daemon=False)
             thread.start()
             self._threads.append(thread)
 
@@ -245,3 +246,13 @@ class VoiceLoop:
     def speculative_replies(self) -> dict[str, int]:
         """Replies begun early: how many were started, adopted and dropped."""
         return self.speculation.counts
+
+
+def named(target: Callable[[], None], name: str) -> Callable[[], None]:
+    """``target``, run on a thread that first takes the kernel name ``name``."""
+
+    def run() -> None:
+        name_this_thread(name)
+        target()
+
+    return run
