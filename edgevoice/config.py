@@ -270,7 +270,7 @@ class AdminConfig:
 
 def _check_key(key: str, value: str) -> None:
     if value:
-        from edgevoice.live.activation_inputs import key_code
+        from edgevoice.live.keys import key_code
 
         key_code(value)
 
