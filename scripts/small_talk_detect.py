@@ -5,7 +5,8 @@ Each venue becomes a kiosk (its knowledge and persona, the configured sentence e
 taken for small talk when :meth:`~edgevoice.kiosk.grounding.Kiosk.ground` gives it a small-talk reply, as the reply
 path does. Seconds rather than the quality benchmark's minutes: no language model, no voices. ``--show`` lists the
 development half's misses and false positives (the test half is only counted: it is never read while tuning).
-Usage: ``python scripts/small_talk_detect.py [--venue all|sample|DIR]... [--words-only] [--show]``
+Usage, from the checkout's root (``PYTHONPATH=.`` so that this checkout's package runs; ``OMP_NUM_THREADS=1`` on a
+busy machine): ``PYTHONPATH=. python scripts/small_talk_detect.py [--venue all|sample|DIR]... [--words-only] [--show]``
 """
 
 from __future__ import annotations
