@@ -134,7 +134,7 @@ class SmallTalk:
         found = self._by_patterns(question)
         if found is not None or vector is None or self._examples is None:
             return found
-        cosines = self._examples @ vector
+        cosines = np.einsum("ij,j->i", self._examples, vector)  # no BLAS threads to wait for (semantic.py)
         n = len(self._example_kinds)
         best = int(np.argmax(cosines[:n]))
         rival = max(float(cosines[n:].max(initial=-1.0)), nearest_entry)
