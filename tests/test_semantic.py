@@ -60,7 +60,9 @@ def test_a_paraphrase_the_words_miss_passes_and_an_unrelated_question_is_stopped
     embedder = ConceptEmbedder()
     words_only = Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE)
     kiosk = Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE, embedder=embedder)
-    assert len(embedder.calls) == 1 and len(embedder.calls[0]) == 6  # entries embedded once, in one batch
+    # entries embedded once, in one batch; then the small-talk examples, in one more
+    assert len(embedder.calls) == 2 and len(embedder.calls[0]) == 6
+    assert "Can you hear me?" in embedder.calls[1]
     question = "Is a snapshot OK?"  # no word of the knowledge; the concept of its first entry
     assert not words_only.ground(question).known
     grounding = kiosk.ground(question)

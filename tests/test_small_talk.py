@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edgevoice import data
 from edgevoice.bench.scoring import is_dont_know, is_small_talk_reply
-from edgevoice.config import config_from_dict
+from edgevoice.config import Config, config_from_dict
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import conversation
+from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.small_talk import SmallTalk
 
 PERSONA = (
@@ -194,3 +196,183 @@ def test_the_config_check_reports_a_bad_phrase_file(tmp_path: Path) -> None:
     assert sum(str(own) in str(e) for e in check_config(config, devices=False).errors) == 1
     own.write_text("[kinds.greeting]\npatterns = ['hi']\nreplies = ['Hi!']\n", encoding="utf-8")
     assert not any(str(own) in str(e) for e in check_config(config, devices=False).errors)
+
+
+CONCEPTS = {
+    "hearing": ("hear", "listening"),
+    "thanks": ("thank", "grateful"),
+    "toilets": ("toilet",),
+    "cafe": ("cafe", "coffee"),
+    "weather": ("weather", "rain"),
+}
+
+
+class ConceptEmbedder:
+    """Text -> the normalised sum of the concepts whose words it holds (a last axis when none): cosine 1 between
+    texts about the same things, 0 between texts about different things, 0.71 when one of two is shared."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), len(CONCEPTS) + 1), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for axis, said in enumerate(CONCEPTS.values()):
+                out[row, axis] = sum(w in text.lower() for w in said)
+            out[row, -1] = 0.0 if out[row].any() else 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+MEANING_TABLE = """\
+[kinds.hearing_check]
+patterns = ['can you hear me']
+replies = ['Yes, I hear you.']
+examples = ['Can you hear me?']
+[kinds.thanks]
+patterns = ['thank you']
+replies = ['You are welcome.']
+examples = ['Thank you.']
+[kinds.greeting]
+patterns = ['hello']
+replies = ['Hello!']
+[questions]
+examples = ['Where are the toilets?']
+[meaning]
+min_similarity = 0.5
+margin = 0.1
+"""
+MEANING_KNOWLEDGE = "Where is the cafe? The cafe is on the ground floor.\n"
+
+
+@pytest.fixture
+def by_meaning(tmp_path: Path) -> Kiosk:
+    own = tmp_path / "talk.toml"
+    own.write_text(MEANING_TABLE, encoding="utf-8")
+    return Kiosk(PERSONA, MEANING_KNOWLEDGE, embedder=ConceptEmbedder(), small_talk_file=str(own))
+
+
+@pytest.mark.parametrize(
+    ("said", "kind"),
+    [
+        ("Is anybody listening to me?", "hearing_check"),
+        ("I'm so grateful.", "thanks"),
+        ("Can you hear me?", "hearing_check"),
+    ],
+)
+def test_a_rewording_no_pattern_holds_is_small_talk_by_meaning(by_meaning: Kiosk, said: str, kind: str) -> None:
+    assert by_meaning.chat.by_meaning
+    found = by_meaning.chat.kind_of(said, *by_meaning._meaning(said))
+    assert found is not None and found.name == kind
+    assert by_meaning.ground(said).small_talk == found.replies[0]
+    assert by_meaning.small_talk(said)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Hello, can you hear me? Where are the toilets?",  # as close to a question's example as to small talk
+        "Hello, is anybody listening? Where can I get a coffee?",  # as close to an entry
+        "Will it rain later?",  # close to nothing
+    ],
+)
+def test_a_question_is_no_small_talk_by_meaning(by_meaning: Kiosk, said: str) -> None:
+    assert by_meaning.chat.kind_of(said, *by_meaning._meaning(said)) is None
+    assert by_meaning.ground(said).small_talk is None
+    assert not by_meaning.small_talk(said)
+
+
+def test_the_entries_outweigh_small_talk_by_meaning(by_meaning: Kiosk) -> None:
+    chat = by_meaning.chat
+    vector = ConceptEmbedder().embed(["I'm grateful"])[0]
+    assert chat.kind_of("I'm grateful", vector, nearest_entry=0.3) is not None
+    assert chat.kind_of("I'm grateful", vector, nearest_entry=0.95) is None  # an entry as close: a question
+
+
+def test_without_an_encoder_only_the_patterns_decide(tmp_path: Path) -> None:
+    own = tmp_path / "talk.toml"
+    own.write_text(MEANING_TABLE, encoding="utf-8")
+    kiosk = Kiosk(PERSONA, MEANING_KNOWLEDGE, small_talk_file=str(own))
+    assert not kiosk.chat.by_meaning
+    assert kiosk.ground("Is anybody listening to me?").small_talk is None
+    assert kiosk.ground("Can you hear me?").small_talk == "Yes, I hear you."
+
+
+def test_a_bad_meaning_rule_is_a_config_error(tmp_path: Path) -> None:
+    own = tmp_path / "talk.toml"
+    own.write_text(MEANING_TABLE.replace("margin = 0.1", "margin = 'wide'"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"talk\.toml"):
+        SmallTalk.load(PERSONA, own)
+
+
+def test_a_greeting_with_a_question_answers_the_question() -> None:
+    kiosk = Kiosk(PERSONA, KNOWLEDGE + "Where are the toilets? On every floor, beside the lifts.\n")
+    llm = RecordingLlm("The toilets are on every floor.")
+    grounded = kiosk.grounded(llm)
+    said = "Hello, can you hear me? Where are the toilets?"
+    reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], said), max_tokens=40))
+    assert "every floor" in reply
+    assert grounded.last_verdict in (Verdict.DIRECT, Verdict.MODEL)
+
+
+def test_thanks_after_an_answer_gets_a_short_reply() -> None:
+    kiosk = Kiosk(PERSONA, KNOWLEDGE)
+    llm = RecordingLlm()
+    grounded = kiosk.grounded(llm)
+    history = [
+        ChatMessage("user", "Where is the cafe?"),
+        ChatMessage("assistant", "The Driftwood Cafe is on the ground floor, next to the lifts."),
+    ]
+    for said in ("Thank you!", "Thanks, that helps."):
+        reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, history, said), max_tokens=40))
+        assert is_small_talk_reply(reply) and not is_dont_know(reply), said
+        assert grounded.last_verdict is Verdict.SMALL_TALK
+    assert llm.asked == []
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Embedder:
+    from edgevoice.engines.factory import load_embedder
+
+    return load_embedder(Config())
+
+
+PARAPHRASES = [
+    ("Are you able to hear what I say?", "hearing_check"),
+    ("Is this microphone picking me up?", "hearing_check"),
+    ("Am I speaking to a computer?", "identity"),
+    ("Are you a person or a program?", "identity"),
+    ("What sort of questions do you answer?", "abilities"),
+    ("How do I ask you something?", "abilities"),
+    ("You doing alright?", "wellbeing"),
+    ("Okay, I'll be going now.", "goodbye"),
+    ("Right, see you around!", "goodbye"),
+    ("Cool, thank you!", "thanks"),
+    ("That helped me a lot, thanks.", "thanks"),
+    ("Hi, nice to see you.", "greeting"),
+]
+"""Small talk worded as none of the packaged patterns and examples is."""
+
+
+@pytest.mark.models
+def test_the_real_encoder_finds_rewordings_of_each_kind(minilm: Embedder) -> None:
+    kiosk = Kiosk(PERSONA, KNOWLEDGE, embedder=minilm)
+    for said, kind in PARAPHRASES:
+        assert kiosk.chat._by_patterns(said) is None, said  # a rewording, not a pattern's
+        found = kiosk.chat.kind_of(said, *kiosk._meaning(said))
+        assert found is not None and found.name == kind, said
+    assert kiosk.ground("Hi, where is the cafe?").small_talk is None
+
+
+@pytest.mark.models
+def test_the_real_encoder_takes_no_venue_question_for_small_talk(minilm: Embedder) -> None:
+    """Every question of every benchmark venue that is not small talk, both halves: none is taken for small talk."""
+    from edgevoice.bench.cli import venues
+
+    for venue in venues(["all"]):
+        kiosk = Kiosk(venue.persona, venue.knowledge, embedder=minilm)
+        assert kiosk.semantic is not None
+        asked = [q for q in venue.questions if q.kind != "small_talk"]
+        vectors = minilm.embed([kiosk.semantic.neutral(q.text) for q in asked])  # one batch: the test stays short
+        taken = []
+        for q, vector in zip(asked, vectors, strict=True):
+            nearest = float(np.maximum(kiosk.semantic.questions @ vector, kiosk.semantic.with_answers @ vector).max())
+            if kiosk.chat.kind_of(q.text, vector, nearest) is not None:
+                taken.append(q.text)
+        assert taken == [], venue.name

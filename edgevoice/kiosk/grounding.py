@@ -12,7 +12,8 @@ it does not know.
   question (:mod:`edgevoice.kiosk.credentials`); a persona sentence that names a secret and a knowledge sentence that
   addresses the assistant (:mod:`edgevoice.kiosk.instructions`) are left out at load, with a warning.
 * **Small talk** (:mod:`edgevoice.kiosk.small_talk`): greetings, thanks, "can you hear me?", "who are you?" get a
-  short reply in the persona from the small-talk phrases, without the model (which declines them).
+  short reply in the persona from the small-talk phrases, without the model (which declines them); with an encoder,
+  rewordings no pattern holds are found by meaning, against the entries' own.
 * **Reply check** (:mod:`edgevoice.kiosk.reply_check`): for a question the knowledge covers only partly (below
   ``verify_below``) or one that brings a value none of its entries gives ("is the network now Wi-Fi 4.5?"), each
   clause (or, with ``reply_check = "sentence"``, each sentence) of the model's reply is held back until complete and
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
+from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.instructions import without_instructions
@@ -55,7 +57,7 @@ from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
-from edgevoice.kiosk.small_talk import SmallTalk
+from edgevoice.kiosk.small_talk import Embed, Floats, SmallTalk
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 from edgevoice.paths import default_cache_dir
 
@@ -146,7 +148,8 @@ class Kiosk:
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
         self._grounded: OrderedDict[str, Grounding] = OrderedDict()
         self._grounded_lock = threading.Lock()
-        self.chat = SmallTalk.load(persona, small_talk_file)
+        self.embedder = embedder
+        self.chat = SmallTalk.load(persona, small_talk_file, embed=_stored_embed(embedder, embedding_cache))
         """Greetings, thanks, "who are you?" and the like, answered in the persona without the model."""
 
     @classmethod
@@ -216,8 +219,20 @@ class Kiosk:
                 self._grounded.popitem(last=False)
         return grounding
 
+    def _meaning(self, question: str) -> tuple[Floats | None, float]:
+        """The question's vector and its cosine with the closest entry, for small talk by meaning (None and -1 when
+        the phrases have no examples or there is no encoder)."""
+        if not self.chat.by_meaning:
+            return None, -1.0
+        if self.semantic is not None:
+            similarity, _ = self.semantic.similarities(question)  # kept: the matcher asks the same next
+            return self.semantic.embed_question(question), float(similarity.max())
+        if self.embedder is not None:
+            return self.embedder.embed([question])[0], -1.0
+        return None, -1.0
+
     def _ground(self, question: str) -> Grounding:
-        reply = self.chat.reply(question)
+        reply = self.chat.reply(question, *self._meaning(question))
         if reply is not None:
             return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
@@ -236,7 +251,7 @@ class Kiosk:
     def small_talk(self, question: str) -> bool:
         """Nothing to look up: small talk of a known kind ("hello, can you hear me?"), or no word but stop words and
         the persona's ("hi Ada")."""
-        return self.chat.kind_of(question) is not None or self.matcher.small_talk(question)
+        return self.chat.kind_of(question, *self._meaning(question)) is not None or self.matcher.small_talk(question)
 
     def user_turn(self, question: str, grounding: Grounding) -> str:
         """The visitor's message as the model sees it: in retrieval mode, with the retrieved facts before it."""
@@ -249,3 +264,14 @@ class Kiosk:
     def grounded(self, llm: LanguageModel) -> GroundedModel:
         """``llm`` behind this kiosk's grounding."""
         return GroundedModel(llm, self)
+
+
+def _stored_embed(embedder: Embedder | None, directory: Path | None) -> Embed | None:
+    """``embedder``'s texts to vectors, through the on-disk cache in ``directory`` when there is one."""
+    if embedder is None:
+        return None
+    identity = encoder_identity(embedder)
+    if directory is None or identity is None:
+        return embedder.embed
+    stored = EmbeddingCache(directory, identity)
+    return lambda texts: stored.embed(embedder, texts)
