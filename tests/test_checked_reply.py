@@ -154,3 +154,9 @@ def test_the_reply_check_unit_is_validated() -> None:
     assert Kiosk.from_config(config_from_dict({"kiosk": {"reply_check": "sentence"}})).reply_check == "sentence"
     with pytest.raises(ConfigError, match=r"kiosk\.reply_check"):
         config_from_dict({"kiosk": {"reply_check": "word"}})
+
+
+def test_every_reply_is_checked_so_no_coverage_knob_is_left() -> None:
+    # a config that still sets the old threshold under which replies were checked is told so at load
+    with pytest.raises(ConfigError, match=r"kiosk\.verify_below: unknown key"):
+        config_from_dict({"kiosk": {"verify_below": 0.8}})
