@@ -196,13 +196,12 @@ class KioskConfig:
     venue_examples: int = field(default=0, metadata=_rng(0, 10))
     """Example turns taken from the knowledge itself (a question answered with its own answer) in the cached
     prompt, before the "I don't know" example."""
-    verify_below: float = field(default=0.8, metadata=_rng(0.0, 1.0))
-    """A reply to a question the knowledge covers less than this is checked as it comes (``reply_check``) and cut
-    where it brings numbers or words the knowledge never uses (an invented fact), "I don't know" if nothing was said
-    before; 0: never checked."""
     reply_check: Literal["clause", "sentence"] = "clause"
-    """What of a checked reply is held back, checked (with all said before it) and then spoken: each clause, so the
-    first words go out at the first comma, or each whole sentence. Both stop the reply at the same word."""
+    """What of the model's reply is held back, checked against the entries retrieved for the question (with all said
+    before it) and then spoken: each clause, so the first words go out at the first comma, or each whole sentence.
+    Both stop the reply at the same word: where it brings a value or words the knowledge does not give (an invented
+    fact), "I don't know" if nothing was said before. Every reply is checked, however well the knowledge covers its
+    question."""
     direct_answers: bool = True
     """A question one knowledge entry answers outright (every word of the question in it, no rival entry) gets that
     entry's answer as written, without the language model: the operator's words, at once."""

@@ -24,6 +24,7 @@ from edgevoice.engines.factory import model_store
 from edgevoice.engines.llamacpp import LlamaCppModel
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounded_model import GroundedModel
+from edgevoice.kiosk.grounding_types import Verdict
 
 UNITS = ("sentence", "clause")
 
@@ -63,7 +64,8 @@ def main() -> None:
             if piece and not released:
                 released = True
                 grounding = self.last_grounding
-                if given[0] and grounding is not None and grounding.coverage < self.kiosk.verify_below:
+                answered = self.last_verdict not in (Verdict.GATE, Verdict.DIRECT, Verdict.SMALL_TALK)
+                if given[0] and grounding is not None and answered:
                     first_release[unit_now[0]].append(given[0])
             yield piece
 

@@ -53,9 +53,9 @@ def _pieces(grounded: GroundedModel, question: str = QUESTION) -> list[tuple[str
     return out
 
 
-def test_the_question_is_checked(kiosk: Kiosk) -> None:
+def test_the_question_goes_to_the_model(kiosk: Kiosk) -> None:
     grounding = kiosk.ground(QUESTION)
-    assert grounding.known and grounding.direct is None and grounding.coverage < kiosk.verify_below
+    assert grounding.known and grounding.direct is None and grounding.coverage < 1.0
 
 
 def test_the_first_clause_goes_out_before_the_model_has_finished_its_sentence(kiosk: Kiosk) -> None:
@@ -128,9 +128,7 @@ def test_clauses_speak_the_supported_start_of_a_sentence_the_sentence_check_drop
 
 def test_a_mark_after_a_digit_waits_for_the_next_token(kiosk: Kiosk) -> None:
     # "9." could become "9.75": the part is checked with the whole number ("9" alone is the students' price)
-    checked = Kiosk(
-        sample_persona(), sample_knowledge(), reply_check=kiosk.reply_check, verify_below=1.01, direct_answers=False
-    )
+    checked = Kiosk(sample_persona(), sample_knowledge(), reply_check=kiosk.reply_check, direct_answers=False)
     question = "What does a ticket cost for a student?"
     evidence = checked.ground(question).entries
     assert checked.check.supported("A ticket for students costs 9.", question, evidence)
@@ -142,7 +140,6 @@ def test_a_mark_after_a_digit_waits_for_the_next_token(kiosk: Kiosk) -> None:
 
 def test_a_first_sentence_that_may_still_echo_the_question_is_held_whole(kiosk: Kiosk) -> None:
     question = "Is photography allowed?"
-    assert kiosk.ground(question).coverage < kiosk.verify_below
     echo = kiosk.grounded(TokenLlm("Yes, photography is allowed. Enjoy your visit."))
     assert [p for p, _ in _pieces(echo, question)] == ["Yes, without flash."]  # "Yes," never went out alone
     assert echo.last_verdict is Verdict.ECHO
@@ -157,3 +154,9 @@ def test_the_reply_check_unit_is_validated() -> None:
     assert Kiosk.from_config(config_from_dict({"kiosk": {"reply_check": "sentence"}})).reply_check == "sentence"
     with pytest.raises(ConfigError, match=r"kiosk\.reply_check"):
         config_from_dict({"kiosk": {"reply_check": "word"}})
+
+
+def test_every_reply_is_checked_so_no_coverage_knob_is_left() -> None:
+    # a config that still sets the old threshold under which replies were checked is told so at load
+    with pytest.raises(ConfigError, match=r"kiosk\.verify_below: unknown key"):
+        config_from_dict({"kiosk": {"verify_below": 0.8}})

@@ -18,6 +18,7 @@ from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, estimate_tokens, parse_knowledge, venue_vocabulary
+from edgevoice.kiosk.number_words import as_digits
 from edgevoice.kiosk.prompt import DONT_KNOW, EXAMPLE_FACTS, EXAMPLES, conversation
 from edgevoice.kiosk.retrieval import STOP_WORDS, BM25Index, terms
 
@@ -477,7 +478,7 @@ def test_recognizer_prompt_is_the_venue_vocabulary_when_asked_unless_configured(
 
 def test_a_partly_covered_question_gets_its_reply_checked_against_the_knowledge(kiosk: Kiosk) -> None:
     question = "How tall is the whale skeleton?"  # the knowledge says where it is, not how tall
-    assert kiosk.ground(question).known and kiosk.ground(question).coverage < kiosk.verify_below
+    assert kiosk.ground(question).known and kiosk.ground(question).coverage < 1.0
     invented = kiosk.grounded(RecordingLlm("The whale skeleton is 25 metres long and 120 years old."))
     pieces = list(invented.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
     assert "".join(pieces) == DONT_KNOW and invented.last_verdict is Verdict.UNSUPPORTED
@@ -549,7 +550,7 @@ def test_a_refusal_that_names_another_place_becomes_the_plain_refusal_and_ends_t
 @pytest.mark.parametrize(
     "reply",
     [
-        "I think the cloakroom on the ground floor keeps lost things.",  # begins like the refusal, then is not one
+        "I think the cloakroom on the ground floor has it.",  # begins like the refusal, then is not one
         "Ask at the cloakroom on the ground floor.",
         "I don't",  # the stream ended inside the opening
     ],
@@ -561,7 +562,6 @@ def test_a_reply_that_is_not_a_refusal_passes_unchanged(kiosk: Kiosk, reply: str
 
 def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_entrys_answer(kiosk: Kiosk) -> None:
     question = "Is photography allowed?"
-    assert kiosk.ground(question).coverage < kiosk.verify_below
     grounded = kiosk.grounded(WordByWordLlm("Yes, photography is allowed. Enjoy your visit."))
     assert "".join(_spoken(grounded, question, kiosk.prefix)) == "Yes, without flash."
     assert grounded.last_verdict is Verdict.ECHO
@@ -571,9 +571,9 @@ def test_a_checked_reply_that_only_echoes_the_question_gives_way_to_the_best_ent
 
 
 def test_a_streamed_reply_that_says_the_visitors_words_back_gives_way_to_the_best_entrys_answer(kiosk: Kiosk) -> None:
-    # "do children have to pay?" heard as a statement at 10 dB; fully covered, so the reply streams unchecked
+    # "do children have to pay?" heard as a statement at 10 dB
     heard = "Each children have to pay."
-    assert kiosk.ground(heard).coverage >= kiosk.verify_below
+    assert kiosk.ground(heard).coverage == 1.0
     grounded = kiosk.grounded(WordByWordLlm("Each children have to pay. Enjoy your visit."))
     pieces = _spoken(grounded, heard, kiosk.prefix)
     assert pieces == [kiosk.ground(heard).entries[0].answer]  # the tickets entry: "... children under 12 free ..."
@@ -582,16 +582,19 @@ def test_a_streamed_reply_that_says_the_visitors_words_back_gives_way_to_the_bes
     assert _spoken(cut, heard, kiosk.prefix) == pieces and cut.last_verdict is Verdict.ECHO
 
 
-def test_a_reply_is_held_only_while_its_words_are_the_start_of_the_question(kiosk: Kiosk) -> None:
+def test_a_first_sentence_is_held_only_while_it_could_echo_the_question(kiosk: Kiosk) -> None:
     question = "Do children have to pay?"
-    llm = WordByWordLlm("No, children under 12 are free.")
+    llm = WordByWordLlm("No, children under 12 are free, and adults pay 14 euros.")
     grounded = kiosk.grounded(llm)
     stream = grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40)
-    assert next(stream) == "No," and llm.given == 1  # an answer streams from its first word
-    assert "".join(["No,", *stream]) == "No, children under 12 are free." and grounded.last_verdict is Verdict.MODEL
-    # a reply that begins like the question and goes on otherwise is held for those words, then passes unchanged
+    first = next(piece for piece in stream if piece)
+    # "No," alone could still become "No, children have to pay.": it goes out with the clause that says more
+    assert first == "No, children under 12 are free," and llm.given == 6
+    assert "".join([first, *stream]) == llm.reply and grounded.last_verdict is Verdict.MODEL
+    # a first sentence that is the question said back gives way to the best entry's answer
     going_on = kiosk.grounded(WordByWordLlm("Do children pay? No, children under 12 are free."))
-    assert "".join(_spoken(going_on, question, kiosk.prefix)) == "Do children pay? No, children under 12 are free."
+    assert "".join(_spoken(going_on, question, kiosk.prefix)) == kiosk.ground(question).entries[0].answer
+    assert going_on.last_verdict is Verdict.ECHO
     # a whole sentence that only begins like the question's first word is its own ("yes" is not "yesterday")
     yes = kiosk.grounded(WordByWordLlm("Yes. The cloakroom keeps lost things."))
     said = "Yesterday I lost my umbrella."
@@ -610,10 +613,25 @@ def test_an_echo_is_a_reply_with_nothing_the_question_did_not_bring(kiosk: Kiosk
     assert not kiosk.check.echoes(DONT_KNOW, "Are you open late on any day?")  # a refusal says nothing: not an echo
 
 
-def test_a_fully_covered_question_streams_unchecked(kiosk: Kiosk) -> None:
-    grounded = kiosk.grounded(RecordingLlm("It is 99 euros, founded in 1700."))  # wrong, but the check is skipped
-    reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], "How much are tickets?"), max_tokens=40))
-    assert reply == "It is 99 euros, founded in 1700." and grounded.last_verdict is Verdict.MODEL
+@pytest.mark.parametrize(
+    "invented",
+    [
+        "It is 99 euros, founded in 1700.",
+        "Adults pay fourteen euros, and the museum was built in nineteen twelve.",  # numbers in words are values too
+        "Adults pay ninety nine euros.",
+    ],
+)
+def test_a_fully_covered_questions_reply_is_checked_too(kiosk: Kiosk, invented: str) -> None:
+    question = "How much are tickets?"
+    assert kiosk.ground(question).coverage == 1.0
+    grounded = kiosk.grounded(RecordingLlm(invented))
+    reply = "".join(grounded.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
+    assert grounded.last_verdict is Verdict.UNSUPPORTED
+    assert not set(re.findall(r"\d+", as_digits(reply))) - {"14"}, reply  # no value but the entry's own
+    for right in ("Adults pay 14 euros, and children under 12 are free.", "Adults pay fourteen euros."):
+        honest = kiosk.grounded(RecordingLlm(right))
+        said = "".join(honest.stream_reply(conversation(kiosk.prefix, [], question), max_tokens=40))
+        assert said == right and honest.last_verdict is Verdict.MODEL
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from tests.openai_fake import FakeChatServer
 from tests.test_config_check import good_config
 
 QUESTION = [ChatMessage("system", "You are a kiosk."), ChatMessage("user", "Where is the cafe?")]
-LOCAL_REPLY = "The local model says the cafe is upstairs."
+LOCAL_REPLY = "The Lighthouse Cafe is on the top floor."
 WAIT_S = 10.0
 
 
@@ -325,9 +325,7 @@ def test_the_key_comes_from_a_file_or_the_environment(tmp_path, monkeypatch: pyt
 def answer_turn(question: str, llm_reply: str, base_url: str) -> dict[str, object]:
     """One turn through the kiosk's grounding and the responder, with the hedge's remote at ``base_url``; its record
     as `edgevoice run --json` prints it."""
-    config = config_from_dict(
-        {"kiosk": {"semantic": False, "direct_answers": False, "verify_below": 0.0, "hint_entries": 0}}
-    )
+    config = config_from_dict({"kiosk": {"semantic": False, "direct_answers": False, "hint_entries": 0}})
     kiosk = Kiosk.from_config(config)
     clock = ManualClock()
     hedged = HedgedModel(remote(base_url), FakeLlm(llm_reply, clock), hedge_s=WAIT_S)

@@ -9,11 +9,14 @@ the real default language model behind the real kiosk."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from edgevoice.bench.venue import load_venue
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.events import ChatMessage
@@ -23,6 +26,7 @@ from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.instructions import instruction, without_instructions
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
+from edgevoice.kiosk.number_words import as_digits
 from edgevoice.kiosk.prompt import DONT_KNOW, conversation
 from edgevoice.kiosk.reply_check import values
 
@@ -309,3 +313,17 @@ def test_real_model_does_not_repeat_a_misheard_claim(store, real_llm) -> None:  
     reply = _ask(kiosk, real_llm, "Is the free network now Wi-Fi 4.5?")
     assert "4.5" not in reply and "four point five" not in reply.lower(), reply
     assert not reply.lower().startswith("yes"), reply
+
+
+def test_real_model_invents_no_value_for_a_question_the_knowledge_covers(store, real_llm) -> None:  # type: ignore[no-untyped-def]
+    # the hotel venue's knowledge has the words of "When was the hotel built?", not the year: the model, asked,
+    # made one up ("The hotel was built in 1985."), and a reply to a well-covered question went unchecked
+    venue = load_venue(Path(__file__).parent.parent / "venues" / "hotel")
+    kiosk = _real_kiosk(store, venue.persona, venue.knowledge)
+    question = "When was the hotel built?"
+    grounding = kiosk.ground(question)
+    assert grounding.known and grounding.direct is None and grounding.small_talk is None  # the model is asked
+    reply = _ask(kiosk, real_llm, question)
+    given = set(re.findall(r"\d+", as_digits(venue.knowledge)))
+    assert not set(re.findall(r"\d+", as_digits(reply))) - given, reply
+    assert reply == DONT_KNOW or kiosk.check.supported(reply, question, grounding.entries), reply

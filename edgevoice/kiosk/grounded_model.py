@@ -1,8 +1,8 @@
 """The language model behind the kiosk's grounding: a wrapper that consults the kiosk
 (:class:`~edgevoice.kiosk.grounding_types.GroundingSource`) about the visitor's last question (gate, direct answer,
-retrieved facts) and checks clause by clause (or sentence by sentence) the reply to a question that is covered only
-partly, asks for a secret or brings a value of its own, against the entries retrieved for it (see
-:mod:`edgevoice.kiosk.grounding`).
+retrieved facts) and checks clause by clause (or sentence by sentence) every reply of the model against the entries
+retrieved for its question, however well they cover it (see :mod:`edgevoice.kiosk.grounding`): a fully covered
+question is no guarantee that the model keeps to its facts ("When was the hotel built?" "In 1985.").
 
 Two mistakes of a small model are mended on the way out:
 
@@ -10,12 +10,10 @@ Two mistakes of a small model are mended on the way out:
   to send the visitor where the best-matching entry says. When the place it names is the one that entry gives, the
   refusal is dropped ("Please ask at <that place>."); any other place becomes the plain
   :data:`~edgevoice.kiosk.prompt.DONT_KNOW`, since an invented desk is no better than an invented fact.
-* **An echo** (checked replies): a first sentence that says nothing the question did not ("Is photography
-  permitted?" "Yes, photography is permitted.") asserts without a fact behind it. The best-matching entry's answer,
-  as the operator wrote it, is spoken instead ("Yes, without flash."). Any reply, checked or not, whose first
-  sentence is the visitor's own words said back ("Each children have to pay.", for "do children have to pay?"
-  misheard as a statement) is an echo too. It is held only while its words are the start of the question's, which
-  an answer's hardly ever are, so no other reply waits for it.
+* **An echo**: a first sentence that says nothing the question did not ("Is photography permitted?" "Yes,
+  photography is permitted.", or the visitor's own words said back: "Each children have to pay.", for "do children
+  have to pay?" misheard as a statement) asserts without a fact behind it. The best-matching entry's answer, as the
+  operator wrote it, is spoken instead ("Yes, without flash."). Small talk said back ("Hello!") is no echo.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from edgevoice.events import Answered, ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
-from edgevoice.words import words
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
 
@@ -40,12 +37,6 @@ MAX_HELD_SENTENCES = 2
 """A reply held back for checking is cut after this many sentences (the responder speaks no more)."""
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 _CLAUSE_END = re.compile(r"[.!?,;:](?:\s|$)")
-
-
-def _words(text: str) -> str:
-    """The words of ``text`` (a hyphen parts two), one space between each: a reply's start compares with a
-    question's as text."""
-    return " ".join(words(text, hyphens=False))
 
 
 def _next_cut(text: str, by_clause: bool) -> tuple[int, bool] | None:
@@ -63,11 +54,6 @@ def _close(stream: Iterator[str]) -> None:
     close = getattr(stream, "close", None)
     if close is not None:
         close()
-
-
-def _whole_words_begin(text: str, start: str) -> bool:
-    """``start`` is ``text``'s first words, whole ("yes" does not begin "yesterday I lost ...")."""
-    return text == start or text.startswith(start + " ")
 
 
 class GroundedModel:
@@ -120,23 +106,16 @@ class GroundedModel:
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
-        if grounding is None or (
-            grounding.coverage >= self.kiosk.verify_below
-            and not self.kiosk.check.needs_check(grounding.question, grounding.entries)
-        ):
-            stream = self._drop_repeat(stream, messages[-1].content, grounding)
-            try:
-                yield from stream
-            finally:
-                stream.close()
-            return
         try:
-            yield from self._checked(stream, messages[-1].content, grounding)
+            if grounding is None:  # not the visitor's turn: nothing to check the reply against
+                yield from stream
+            else:
+                yield from self._checked(stream, messages[-1].content, grounding)
         finally:
             stream.close()
 
     def _checked(self, stream: Iterator[str], question: str, grounding: Grounding) -> Generator[str, None, None]:
-        """A partly covered question's reply: each clause (``reply_check = "clause"``) or sentence is held back until
+        """The reply to ``question``: each clause (``reply_check = "clause"``) or sentence is held back until
         it is complete and checked, with what was said before it, against the knowledge (an empty piece goes out for
         each piece of the model's, so the caller's cancel checks go on). A supported part is spoken at once; the
         first unsupported one ends the reply, with "I don't know" when it ends the first sentence (after what of it
@@ -147,6 +126,7 @@ class GroundedModel:
         supported start out sooner. The first sentence's clauses are kept back while that sentence could still turn
         out to be an echo of the question (no content word yet that the question does not have)."""
         by_clause = self.kiosk.reply_check == "clause"
+        may_echo = not self.kiosk.small_talk(question)  # "Hello!" "Hello! How can I help?": said back, no echo
         spoken, held, pending, sentences = "", "", "", 0
         for piece in stream:
             pending += piece
@@ -160,7 +140,7 @@ class GroundedModel:
                         yield f" {DONT_KNOW}" if spoken else DONT_KNOW
                     return
                 held += part
-                if not sentences:  # the first sentence: an echo of the question is said otherwise
+                if not sentences and may_echo:  # the first sentence: an echo of the question is said otherwise
                     if ends_sentence and self.kiosk.check.echoes(held, question) and grounding.entries:
                         yield self._instead_of_echo(grounding)
                         return
@@ -174,6 +154,9 @@ class GroundedModel:
                 return
         rest = held + pending
         if rest.strip() and sentences < MAX_HELD_SENTENCES:  # the reply ended without a full stop
+            if not sentences and may_echo and grounding.entries and self.kiosk.check.echoes(spoken + rest, question):
+                yield self._instead_of_echo(grounding)
+                return
             if self.kiosk.check.supported(spoken + rest, question, grounding.entries):
                 yield rest
                 spoken += rest
@@ -214,41 +197,6 @@ class GroundedModel:
                 return
             if held:
                 yield held
-            yield from stream
-        finally:
-            _close(stream)
-
-    def _drop_repeat(
-        self, stream: Iterator[str], question: str, grounding: Grounding | None
-    ) -> Generator[str, None, None]:
-        """``stream``, unless its first sentence is the visitor's own words said back: then the best-matching entry's
-        answer (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one). Pieces are held (an empty piece goes out for
-        each) only while the reply's words are the start of the question's; small talk is never held."""
-        said = _words(question)
-        if self.kiosk.small_talk(question):
-            said = ""  # "Hello!" "Hello! How can I help?": a greeting is said back, not an echo
-        held = ""
-        try:
-            heard = ""
-            for piece in stream:
-                held += piece
-                heard = _words(held)
-                if not said.startswith(heard):
-                    break  # an answer: from here on it streams
-                if _SENTENCE_END.search(held) is None:
-                    yield ""
-                    continue
-                if _whole_words_begin(said, heard):
-                    yield self._instead_of_echo(grounding)
-                    return
-                break  # "Yes." to "yesterday I lost ...": a sentence of its own
-            else:  # the stream ended while held
-                if heard and _whole_words_begin(said, heard):
-                    yield self._instead_of_echo(grounding)
-                elif held:
-                    yield held
-                return
-            yield held
             yield from stream
         finally:
             _close(stream)

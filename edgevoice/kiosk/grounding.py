@@ -14,14 +14,13 @@ it does not know.
 * **Small talk** (:mod:`edgevoice.kiosk.small_talk`): greetings, thanks, "can you hear me?", "who are you?" get a
   short reply in the persona from the small-talk phrases, without the model (which declines them); with an encoder,
   rewordings no pattern holds are found by meaning, against the entries' own.
-* **Reply check** (:mod:`edgevoice.kiosk.reply_check`): for a question the knowledge covers only partly (below
-  ``verify_below``) or one that brings a value none of its entries gives ("is the network now Wi-Fi 4.5?"), each
-  clause (or, with ``reply_check = "sentence"``, each sentence) of the model's reply is held back until complete and
-  checked (with what came before it): a value (a number, a code, a name) that no entry retrieved for the question
-  gives, in a sentence about what that entry is about, or several words the knowledge, the persona and the question
-  never use (an invention) end the reply there, with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said
-  yet. Supported parts are spoken as they come, so a checked reply waits for its first clause, not for its end; fully
-  covered questions stream as usual.
+* **Reply check** (:mod:`edgevoice.kiosk.reply_check`): each clause (or, with ``reply_check = "sentence"``, each
+  sentence) of every reply of the model is held back until complete and checked (with what came before it), however
+  well the knowledge covers its question: a value (a number, also in words, a time, a code, a name) that no entry
+  retrieved for the question gives, in a sentence about what that entry is about, or several words the knowledge,
+  the persona and the question never use (an invention) end the reply there, with
+  :data:`~edgevoice.kiosk.prompt.DONT_KNOW` if nothing was said yet. Supported parts are spoken as they come, so a
+  reply waits for its first clause, not for its end.
 
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
@@ -88,7 +87,6 @@ class Kiosk:
         vocabulary_prompt: bool = True,
         hint_entries: int = 1,
         venue_examples: int = 0,
-        verify_below: float = 0.8,
         reply_check: str = "clause",
         direct_answers: bool = True,
         embedder: Embedder | None = None,
@@ -107,9 +105,8 @@ class Kiosk:
         are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the small-talk
         phrases (empty: the packaged ones)."""
         self.hint_entries = hint_entries
-        self.verify_below = verify_below
         self.reply_check = reply_check
-        """What of a checked reply is checked and spoken as a whole: "clause" or "sentence"."""
+        """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
         self.vocabulary_prompt = vocabulary_prompt
         self.embedder, self.phonemize = embedder, phonemize
         """Kept for a kiosk rebuilt from new knowledge (:meth:`edgevoice.converse.Assistant.reload_knowledge`)."""
@@ -170,7 +167,6 @@ class Kiosk:
             vocabulary_prompt=k.vocabulary_prompt,
             hint_entries=k.hint_entries,
             venue_examples=k.venue_examples,
-            verify_below=k.verify_below,
             reply_check=k.reply_check,
             direct_answers=k.direct_answers,
             embedder=embedder if k.semantic else None,

@@ -56,16 +56,11 @@ class Grounding:
 
 class GroundingSource(Protocol):
     """What a grounded model asks the kiosk: the grounding of a question, the message the model sees for it, and
-    the check a partly covered question's reply goes through."""
-
-    @property
-    def verify_below(self) -> float:
-        """A reply to a question covered less than this is checked part by part."""
-        ...
+    the check every reply of the model goes through."""
 
     @property
     def reply_check(self) -> str:
-        """The part of a checked reply that is checked and then spoken as a whole: "clause" or "sentence"."""
+        """The part of a reply that is checked and then spoken as a whole: "clause" or "sentence"."""
         ...
 
     @property

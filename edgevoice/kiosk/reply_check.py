@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence, Set
 from edgevoice import data
 from edgevoice.kiosk.credentials import SECRET_TERMS
 from edgevoice.kiosk.knowledge import Entry
+from edgevoice.kiosk.number_words import as_digits
 from edgevoice.kiosk.retrieval import STOP_WORDS, BM25Index, near, terms
 from edgevoice.words import fold, word_spans, words
 
@@ -46,14 +47,15 @@ def _value(word: str) -> str:
 
 
 def _numbers(text: str) -> list[str]:
-    """The values with a digit in ``text`` (numbers, times, prices, codes), as compared."""
-    return [_value(m.group(0)) for m in _NUMERIC.finditer(fold(text))]
+    """The values with a digit in ``text`` (numbers, times, prices, codes; also written as words: "ten euros" is
+    10), as compared."""
+    return [_value(m.group(0)) for m in _NUMERIC.finditer(fold(as_digits(text)))]
 
 
 def values(text: str) -> list[str]:
-    """The values ``text`` states, folded, in order: its words with a digit (numbers, times, prices, codes: "4.5",
-    "10am" is "10") and its names (capitalised words other than a sentence's first, stop words and the capitalised
-    words of ``edgevoice/data/en/not_names.txt``)."""
+    """The values ``text`` states, folded, in order: its words with a digit or its numbers in words (numbers, times,
+    prices, codes: "4.5", "10am" is "10", "twenty past nine" is "9:20") and its names (capitalised words other than
+    a sentence's first, stop words and the capitalised words of ``edgevoice/data/en/not_names.txt``)."""
     out: dict[str, None] = dict.fromkeys(_numbers(text))
     for sentence in _SENTENCE.finditer(text):
         for i, (start, end, word) in enumerate(word_spans(sentence.group(0))):
@@ -141,7 +143,9 @@ class ReplyCheck:
         """Whether ``reply`` keeps to the knowledge: every value as an entry of ``evidence`` gives it, about what
         that entry is about (:meth:`unsupported_values`), no measure (the word after a number) the knowledge lacks,
         and not two words from elsewhere (a small model's inventions bring words the venue never
-        wrote: "founded in 1965", "10 metres"). The limits were set on the development questions."""
+        wrote: "founded in 1965", "10 metres"). Numbers count however written ("ten euros" is "10 euros",
+        :func:`~edgevoice.kiosk.number_words.as_digits`). The limits were set on the development questions."""
+        reply = as_digits(reply)
         if self.unsupported_values(reply, evidence, question):
             return False
         missing = [t for t in self.unsupported(reply, question) if not any(c.isdigit() for c in t)]
@@ -149,11 +153,6 @@ class ReplyCheck:
             return True
         measures = {t for m in _MEASURE.finditer(reply) for t in terms(m.group(1))}
         return not any(t in measures for t in missing) and len(missing) < 2
-
-    def needs_check(self, question: str, evidence: Sequence[Entry]) -> bool:
-        """Whether a reply to ``question`` must be checked however well the knowledge covers it: the question asks
-        for a secret, or brings a value no entry of ``evidence`` gives (:meth:`claims`)."""
-        return bool(set(terms(question)) & SECRET_TERMS) or bool(self.claims(question, evidence))
 
     def claims(self, question: str, evidence: Sequence[Entry]) -> list[str]:
         """The values ``question`` brings that no entry of ``evidence`` gives ("is the network now Wi-Fi 4.5?"): a
