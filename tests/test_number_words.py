@@ -51,6 +51,8 @@ KNOWLEDGE = """\
 How long does a new passport take? About four weeks, or three working days for an express passport.
 How much is a passport? 70 euros for adults, 37.50 euros for anyone under 24.
 When does the office open? At 8:30 on weekdays.
+Are there meeting rooms? Yes, three meeting rooms on the first floor, each for up to 40 people.
+How much is a museum ticket? 14 euros, or 7 for children.
 """
 
 
@@ -73,6 +75,11 @@ def check() -> tuple[ReplyCheck, list]:  # type: ignore[type-arg]
         ("How much is a passport?", "A passport costs ninety euros for adults.", False),
         ("When does the office open?", "It opens at a quarter to nine on weekdays.", False),
         ("How much is a passport?", "The office was built in nineteen eighty-five.", False),
+        # a number the knowledge gives, counting what it counts with another number
+        ("Are there meeting rooms?", "3 people fit in a meeting room.", False),
+        ("Are there meeting rooms?", "Up to forty people fit in a meeting room.", True),
+        ("Are there meeting rooms?", "There are three meeting rooms, on the first floor.", True),
+        ("How much is a museum ticket?", "Children pay 7 euros.", True),  # "7 for children": 7 counts nothing
     ],
 )
 def test_the_check_compares_numbers_however_written(

@@ -68,6 +68,35 @@ def values(text: str) -> list[str]:
     return list(out)
 
 
+_COUNTED = re.compile(r"(?<![a-z0-9])(\d[a-z0-9]*(?:[.:,]\d+)*)\s+([a-z][a-z'-]*)")
+"""A number and the word right after it: what it counts or measures ("40 people", "3 meeting rooms")."""
+
+
+def _counted(text: str) -> dict[str, set[str]]:
+    """Each number of ``text`` (also in words), as compared, with the search terms of the words it counts (a stop word
+    after it, as in "7 for children", counts nothing)."""
+    out: dict[str, set[str]] = {}
+    for m in _COUNTED.finditer(fold(as_digits(text))):
+        out.setdefault(_value(m.group(1)), set()).update(terms(m.group(2)))
+    return out
+
+
+def _miscounted(sentence: str, evidence: Sequence[Entry]) -> list[str]:
+    """The numbers of ``sentence`` that count what the evidence counts with another number, where the evidence gives
+    the number itself for something else: "3 people" from "three meeting rooms, each for up to 40 people"."""
+    given: dict[str, set[str]] = {}
+    for entry in evidence:
+        for value, counted in _counted(entry.search_text()).items():
+            given.setdefault(value, set()).update(counted)
+    out = []
+    for value, counted in _counted(sentence).items():
+        own = given.get(value, set())
+        elsewhere = any(counted & other for v, other in given.items() if v != value)
+        if counted and own and not counted & own and elsewhere:
+            out.append(value)
+    return out
+
+
 def _gives(value: str, entry_words: Set[str]) -> bool:
     """Whether an entry with the words and values ``entry_words`` gives ``value`` (a name also as a near
     spelling)."""
@@ -102,7 +131,8 @@ class ReplyCheck:
         a secret (:data:`~edgevoice.kiosk.credentials.SECRET_TERMS`); with the best entry (the first of
         ``evidence``, the one ``question`` was grounded on) among them, :data:`VALUE_STRAY_WORDS` words that neither
         they nor the question have; with neighbours only, any word they lack ("Parking is 14 euros." with the
-        ticket entry's price)."""
+        ticket entry's price); and a number that counts what the evidence counts with another number
+        (:func:`_miscounted`)."""
         texts = [
             (
                 e,
@@ -120,6 +150,7 @@ class ReplyCheck:
                 continue
             giving = [e for e, ws in texts if any(_gives(v, ws) for v in said)]
             out += [v for v in said if not any(_gives(v, ws) for _, ws in texts)]
+            out += _miscounted(sentence, evidence)
             own = {t for e in giving for t in terms(e.search_text())}
             stray = [
                 t
