@@ -60,7 +60,7 @@ class _Espeak:
     def __call__(self, text: str) -> FloatAudio:
         try:
             done = subprocess.run(
-                ["espeak-ng", "-v", self.voice, "--stdout", text], capture_output=True, check=True, timeout=60
+                ["espeak-ng", "-v", self.voice, "--stdout", text], capture_output=True, check=True, timeout=300
             )
         except FileNotFoundError as exc:
             raise ConfigError("espeak-ng is not installed (Debian: apt-get install espeak-ng)") from exc
@@ -81,7 +81,7 @@ class _Festival:
                     ["text2wave", "-eval", f"(voice_{self.voice})", "-o", str(wav)],
                     input=text.encode(),
                     capture_output=True,
-                    timeout=60,
+                    timeout=300,
                 )
             except FileNotFoundError as exc:
                 missing = f"Festival is not installed (Debian: apt-get install festival {self.package})"
