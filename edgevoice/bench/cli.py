@@ -81,9 +81,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="with --quality: a voice for the spoken questions (repeatable; default hibari-heart, espeak-en-us, "
-        "espeak-en-gb+m3; also espeak-en-gb, espeak-en-us+f3 and the kiosk's own voice shifted: piper-joe, "
-        "piper-joe-low-slow, piper-joe-high-fast)",
+        help="with --quality: a voice for the spoken questions (repeatable; default hibari-heart, espeak-en-gb+m3, "
+        "festival-kal; also espeak-en-us, espeak-en-gb, espeak-en-us+f3, festival-slt and the kiosk's own voice "
+        "shifted: piper-joe, piper-joe-low-slow, piper-joe-high-fast)",
     )
     parser.add_argument(
         "--full",

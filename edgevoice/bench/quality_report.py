@@ -104,18 +104,19 @@ def _spread(per_draw: list[float]) -> str:
 
 def format_venues(report: dict[str, Any]) -> str:
     """The venue benchmark's table: one row per venue, split and input (written; spoken per condition, all
-    voices together)."""
+    voices together and then each voice)."""
     spoken = f"; spoken by {', '.join(report['voices'])}, {', '.join(report['conditions'])}" if report["voices"] else ""
     lines = [
         f"Answers per venue (models {report['models']['asr']}, {report['models']['llm']}{spoken}).",
         "right facts: fact, paraphrase, neighbour, number, follow_up; don't know: out, near_miss; small talk: a short"
         " reply that is no refusal; invented: replies with a number, time or price the knowledge never states.",
-        f"  {'venue':<10} {'split':<5} {'input':<15} {'right facts':>11} {'dont know':>10} {'small talk':>10}"
-        f" {'invented':>8} {'n':>5}",
+        f"  {'venue':<10} {'split':<5} {'input':<15} {'voice':<16} {'right facts':>11} {'dont know':>10}"
+        f" {'small talk':>10} {'invented':>8} {'n':>5}",
     ]
     for row in report["rows"]:
         lines.append(
-            f"  {row['venue']:<10} {row['split']:<5} {row['input']:<15} {_f(row['right_facts_percent']):>11}"
+            f"  {row['venue']:<10} {row['split']:<5} {row['input']:<15} {row.get('voice', '-'):<16}"
+            f" {_f(row['right_facts_percent']):>11}"
             f" {_f(row['dont_know_percent']):>10} {_f(row['small_talk_percent']):>10} {row['invented']:>8}"
             f" {row['n']:>5}"
         )

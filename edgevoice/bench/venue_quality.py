@@ -25,9 +25,10 @@ from edgevoice.bench.voices import DEFAULT_VOICES
 from edgevoice.config import Config
 from edgevoice.models.store import ModelStore
 
-__all__ = ["VenueOptions", "run_venues", "score_reply", "summarize"]
+__all__ = ["VenueOptions", "run_venues", "score_reply", "summarize", "venue_rows"]
 
 WRITTEN = "written"
+ALL_VOICES = "all"
 
 
 @dataclass(frozen=True)
@@ -127,15 +128,27 @@ def run_venues(
     for venue in venues:
         items = run_venue(config, store, venue, options, progress)
         report["items"] += items
-        for split in ("dev", "test"):
-            for input_name in dict.fromkeys(i["input"] for i in items):
-                chosen = [i for i in items if i["split"] == split and i["input"] == input_name]
-                if chosen:
-                    report["rows"].append(
-                        {"venue": venue.name, "split": split, "input": input_name, **summarize(chosen)}
-                    )
+        report["rows"] += venue_rows(venue.name, items)
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
+
+
+def venue_rows(venue: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary rows of one venue's items: per split and input, spoken inputs once for all voices together
+    (voice ``all``) and then once per voice."""
+    rows: list[dict[str, Any]] = []
+    for split in ("dev", "test"):
+        for input_name in dict.fromkeys(i["input"] for i in items):
+            chosen = [i for i in items if i["split"] == split and i["input"] == input_name]
+            voices = list(dict.fromkeys(i["voice"] for i in chosen))
+            groups = [(WRITTEN if input_name == WRITTEN else ALL_VOICES, chosen)]
+            if input_name != WRITTEN and len(voices) > 1:
+                groups += [(v, [i for i in chosen if i["voice"] == v]) for v in voices]
+            for voice, group in groups:
+                if group:
+                    rows.append({"venue": venue, "split": split, "input": input_name, "voice": voice,
+                                 **summarize(group)})  # fmt: skip
+    return rows
 
 
 def run_venue(
