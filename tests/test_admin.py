@@ -361,6 +361,30 @@ def test_a_form_too_large_is_refused_unread(venue: Path) -> None:
     assert result.status_code == 413 and venue.read_text() == OLD_FACTS and appliance.reloads == 0
 
 
+def test_a_knowledge_file_too_large_is_refused_unread(venue: Path) -> None:
+    from edgevoice.admin.app import MAX_FORM_BYTES
+
+    appliance = FakeAppliance(venue)
+    result = client(appliance).put("/api/knowledge", content=b"x" * (MAX_FORM_BYTES + 1))
+    assert result.status_code == 413 and venue.read_text() == OLD_FACTS and appliance.reloads == 0
+
+
+def test_a_change_asked_by_another_site_is_refused(venue: Path) -> None:
+    appliance = FakeAppliance(venue)
+    web = client(appliance)
+    evil = {"origin": "http://attacker.example"}
+    assert web.post("/knowledge", data={"text": NEW_FACTS}, headers=evil).status_code == 403
+    assert web.put("/api/knowledge", content=NEW_FACTS.encode(), headers=evil).status_code == 403
+    assert web.post("/api/trigger", headers=evil).status_code == 403
+    assert venue.read_text() == OLD_FACTS and appliance.reloads == 0
+    assert web.get("/", headers=evil).status_code == 200  # reading is no change
+    # the page's own form (its origin is the page's host) and a script without an Origin still work
+    own = {"origin": "http://testserver"}
+    assert web.post("/knowledge", data={"text": NEW_FACTS}, headers=own).status_code == 200
+    assert web.put("/api/knowledge", content=OLD_FACTS.encode()).status_code == 200
+    assert appliance.reloads == 2
+
+
 class _SlowStatus(FakeAppliance):
     """Its status waits until released, counting how many wait at once."""
 

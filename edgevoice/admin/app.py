@@ -2,7 +2,9 @@
 a trigger, over a narrow :class:`Appliance` face of the running kiosk (a ten-line fake in the tests).
 
 With a token (``[admin] token_file``) every route but the login form asks for it: ``Authorization: Bearer <token>``
-or the cookie the login form sets; both are compared in constant time.
+or the cookie the login form sets; both are compared in constant time. A request that changes something (POST,
+PUT) is refused when the browser says it comes from another site (its ``Origin`` is not the page's own host): on
+loopback without a token, a page on any site the kiosk's browser opens could otherwise post a new knowledge file.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -76,6 +78,8 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
 
     def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def check(request: Request) -> Response:
+            if not same_site(request):
+                return JSONResponse({"error": "a request from another site"}, status_code=403)
             if authorized(request):
                 return await endpoint(request)
             if request.url.path.startswith("/api/"):
@@ -83,6 +87,13 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
             return RedirectResponse("/login", status_code=303)
 
         return check
+
+    def same_site(request: Request) -> bool:
+        """A change asked by a page of this app, a script or curl (no ``Origin``), not by a page of another site."""
+        origin = request.headers.get("origin")
+        if request.method in ("GET", "HEAD") or origin is None:
+            return True
+        return urlsplit(origin).netloc == request.headers.get("host", "")
 
     def visible_turns() -> list[dict[str, object]]:
         hide = not appliance.log_transcripts
@@ -103,13 +114,22 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         ]
         return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
 
+    async def bounded_body(request: Request) -> bytes | None:
+        """The request's body; None when it is larger than :data:`MAX_FORM_BYTES` (read no further)."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_FORM_BYTES:
+                return None
+        return b"".join(chunks)
+
     async def form(request: Request) -> dict[str, str] | None:
         """The url-encoded form's fields; None when it is larger than :data:`MAX_FORM_BYTES` (read no further)."""
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                return None
+        body = await bounded_body(request)
+        if body is None:
+            return None
         fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         return {k: v[0] for k, v in fields.items()}
 
@@ -177,8 +197,8 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
     async def api_knowledge(request: Request) -> Response:
         if request.method == "GET":
             return PlainTextResponse(await run_in_threadpool(appliance.knowledge_text))
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
+        body = await bounded_body(request)
+        if body is None:
             return JSONResponse({"ok": False, "error": "too large"}, status_code=413)
         result = await run_in_threadpool(save, body.decode("utf-8", "replace"))
         return JSONResponse(result, status_code=200 if result["ok"] else 422)
