@@ -127,10 +127,14 @@ def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_b
     if reason := pulse_available():
         pytest.skip(reason)
     report_path, chart_path = tmp_path / "report.json", tmp_path / "chart.png"
+    # a reply budget that the model's turn cannot miss: on two cores its first token took 3.3-3.6 s (the question's
+    # turn prefilled at about 25 tokens a second), and a late turn has no first clause and no synthesis to count
+    config = tmp_path / "edgevoice.toml"
+    config.write_text("[kiosk]\nreply_budget_s = 20.0\n", encoding="utf-8")
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "edgevoice", "selftest", "--turns", "2", "--budget-ms", "50"),
-            *("--report", str(report_path), "--chart", str(chart_path)),
+            *("--config", str(config), "--report", str(report_path), "--chart", str(chart_path)),
         ],
         cwd=tmp_path,
         capture_output=True,

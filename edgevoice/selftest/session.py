@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgevoice.bench.idle import settle
 from edgevoice.errors import SelftestError
 from edgevoice.interfaces import FloatAudio
 from edgevoice.selftest import measure
@@ -35,6 +36,10 @@ LEAD_S = 0.5
 ECHO_DELAY_MS, ECHO_GAIN_DB = 40, -10.0
 READY_TIMEOUT_S = 180.0
 TURN_TIMEOUT_S = 60.0
+SETTLE_LIMIT_S = 120.0
+"""The longest the self-test waits, once the appliance is ready, for the work it begins then (the models' recheck,
+the presynthesis of the known replies: a minute or two on two cores for a large venue) to end. Turns spoken during
+it measured a first token of 2.9-3.3 s and a listener 1.2 s behind, against the steady state the self-test reports."""
 
 
 @dataclass
@@ -78,6 +83,8 @@ def run_session(
         progress("starting the appliance (loading and warming the models)")
         with ApplianceProcess(env, args) as app:
             result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S))
+            progress("waiting for its start-up work (the models' recheck, the presynthesis) to end")
+            settle([app.proc.pid], SETTLE_LIMIT_S)
             mic_rec, spk_rec = pulse.record("mic.monitor", rate=RATE), pulse.record("spk.monitor", rate=RATE)
             mic_rec.wait_started()
             spk_rec.wait_started()
@@ -117,6 +124,7 @@ def _hardware_session(
     progress("starting the appliance on the configured sound devices")
     with ApplianceProcess(env, args) as app:
         result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S), mode="hardware")
+        settle([app.proc.pid], SETTLE_LIMIT_S)
         for i, utterance in enumerate(utterances, 1):
             queue = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
             position = [0]
