@@ -7,6 +7,7 @@ and what is allowed (:class:`~edgevoice.errors.ConfigError`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import tomllib
@@ -20,6 +21,8 @@ from edgevoice import data
 from edgevoice.errors import ConfigError
 from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
 from edgevoice.paths import SYSTEM_CONFIG
+
+log = logging.getLogger(__name__)
 
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
 
@@ -399,9 +402,19 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
     return typing.cast(Config, _build(Config, raw, prefix=""))
 
 
+REMOVED_KEYS = {
+    "kiosk.verify_below": "every reply of the model is checked now, however well the knowledge covers its question",
+}
+"""Keys earlier versions had, with why they went: a configuration that still sets one loads, with a warning, so an
+upgraded kiosk starts."""
+
+
 def _build(cls: type, raw: dict[str, Any], prefix: str) -> object:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    for name in [n for n in raw if f"{prefix}{n}" in REMOVED_KEYS]:
+        log.warning("%s%s is no longer used and is ignored: %s", prefix, name, REMOVED_KEYS[f"{prefix}{name}"])
+        raw = {k: v for k, v in raw.items() if k != name}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         key = f"{prefix}{unknown[0]}"

@@ -156,7 +156,11 @@ def test_the_reply_check_unit_is_validated() -> None:
         config_from_dict({"kiosk": {"reply_check": "word"}})
 
 
-def test_every_reply_is_checked_so_no_coverage_knob_is_left() -> None:
-    # a config that still sets the old threshold under which replies were checked is told so at load
-    with pytest.raises(ConfigError, match=r"kiosk\.verify_below: unknown key"):
-        config_from_dict({"kiosk": {"verify_below": 0.8}})
+def test_every_reply_is_checked_so_no_coverage_knob_is_left(caplog: pytest.LogCaptureFixture) -> None:
+    # a config that still sets the old threshold under which replies were checked loads (an upgraded kiosk starts),
+    # and the log says the key is ignored and why
+    config = config_from_dict({"kiosk": {"verify_below": 0.8, "reply_check": "sentence"}})
+    assert config.kiosk.reply_check == "sentence" and not hasattr(config.kiosk, "verify_below")
+    assert "kiosk.verify_below is no longer used" in caplog.text and "every reply" in caplog.text
+    with pytest.raises(ConfigError, match=r"kiosk\.verify_belo: unknown key"):
+        config_from_dict({"kiosk": {"verify_belo": 0.8}})
