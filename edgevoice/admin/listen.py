@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 
 from edgevoice.errors import ConfigError
-from edgevoice.live.metrics import is_loopback
+from edgevoice.live.metrics import effective_listen, is_loopback, split_listen
 
 SERVICE_SOCKET = "admin.sock"
 """The socket's name in the service's ``RuntimeDirectory=`` (``/run/edgevoice/admin.sock``)."""
@@ -16,26 +16,15 @@ SERVICE_SOCKET = "admin.sock"
 def effective_admin_listen(listen: str, environ: Mapping[str, str] = os.environ) -> str:
     """Where ``[admin] listen`` serves: as configured; ``"off"``: nowhere (""); empty: under the service, a Unix
     socket in its ``RuntimeDirectory=`` (the only endpoint its sandbox allows); elsewhere nowhere."""
-    if listen == "off":
-        return ""
-    if listen:
-        return listen
-    runtime = environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
-    return f"unix:{runtime.rstrip('/')}/{SERVICE_SOCKET}" if runtime.startswith("/") else ""
+    return effective_listen(listen, environ, SERVICE_SOCKET)
 
 
 def parse_admin_listen(value: str, *, token: bool) -> tuple[str, str | int]:
     """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port), a host off loopback only with ``token``
     (a name counts as loopback when it resolves to loopback addresses only)."""
-    if value.startswith("unix:"):
-        path = value[5:]
-        if not path.startswith("/"):
-            raise ConfigError(f"admin.listen = {value!r}: a Unix socket needs an absolute path")
-        return "unix", path
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"admin.listen = {value!r}: must be 'HOST:PORT' or 'unix:/path'")
-    host = host.removeprefix("[").removesuffix("]")
+    host, port = split_listen("admin.listen", value)
+    if host == "unix":
+        return host, port
     if not host:
         raise ConfigError(f"admin.listen = {value!r}: name the address to listen on (127.0.0.1 for loopback)")
     if not token and not is_loopback(host):
@@ -43,7 +32,7 @@ def parse_admin_listen(value: str, *, token: bool) -> tuple[str, str | int]:
             f"admin.listen = {value!r}: off loopback the admin page needs a token; set admin.token_file "
             "(docs/admin.md), or listen on 127.0.0.1 or a Unix socket"
         )
-    return host, int(port)
+    return host, port
 
 
 def read_token(path: str) -> str:

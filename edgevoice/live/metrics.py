@@ -37,35 +37,42 @@ SERVICE_SOCKET = "metrics.sock"
 """The socket's name in the service's ``RuntimeDirectory=`` (``/run/edgevoice/metrics.sock``)."""
 
 
-def effective_listen(listen: str, environ: Mapping[str, str] = os.environ) -> str:
-    """Where ``[metrics] listen`` serves: as configured; ``"off"``: nowhere (""); empty: under the service, a Unix
-    socket in its ``RuntimeDirectory=`` (``$RUNTIME_DIRECTORY``, the first when systemd lists several), the one kind of
-    endpoint its sandbox allows (``PrivateNetwork=yes``, ``RestrictAddressFamilies=AF_UNIX``); elsewhere nowhere."""
+def effective_listen(listen: str, environ: Mapping[str, str] = os.environ, socket_name: str = SERVICE_SOCKET) -> str:
+    """Where a ``listen`` setting serves: as configured; ``"off"``: nowhere (""); empty: under the service, the Unix
+    socket ``socket_name`` in its ``RuntimeDirectory=`` (``$RUNTIME_DIRECTORY``, the first when systemd lists
+    several), the one kind of endpoint its sandbox allows (``PrivateNetwork=yes``, ``RestrictAddressFamilies=AF_UNIX``);
+    elsewhere nowhere."""
     if listen == "off":
         return ""
     if listen:
         return listen
     runtime = environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
-    return f"unix:{runtime.rstrip('/')}/{SERVICE_SOCKET}" if runtime.startswith("/") else ""
+    return f"unix:{runtime.rstrip('/')}/{socket_name}" if runtime.startswith("/") else ""
+
+
+def split_listen(key: str, value: str) -> tuple[str, str | int]:
+    """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port), brackets taken off an IPv6 host; the
+    errors name ``key``. Whether the host may be off loopback is the caller's rule."""
+    if value.startswith("unix:"):
+        path = value[5:]
+        if not path.startswith("/"):
+            raise ConfigError(f"{key} = {value!r}: a Unix socket needs an absolute path")
+        return "unix", path
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key} = {value!r}: must be 'HOST:PORT' or 'unix:/path'")
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 def parse_listen(value: str) -> tuple[str, str | int]:
     """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port) for a loopback host only."""
-    if value.startswith("unix:"):
-        path = value[5:]
-        if not path.startswith("/"):
-            raise ConfigError(f"metrics.listen = {value!r}: a Unix socket needs an absolute path")
-        return "unix", path
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"metrics.listen = {value!r}: must be 'HOST:PORT' (loopback) or 'unix:/path'")
-    host = host.removeprefix("[").removesuffix("]")
-    if not is_loopback(host):
+    host, port = split_listen("metrics.listen", value)
+    if host != "unix" and not is_loopback(host):
         raise ConfigError(
             f"metrics.listen = {value!r}: metrics are served on loopback only (127.0.0.1 or ::1), or on a Unix "
             "socket; use a reverse proxy or node_exporter's textfile collector to publish them"
         )
-    return host, int(port)
+    return host, port
 
 
 def is_loopback(host: str) -> bool:
