@@ -12,7 +12,7 @@ from pathlib import Path
 
 from edgevoice import __version__
 from edgevoice.cli_json import emit, emit_error, human
-from edgevoice.config import find_config
+from edgevoice.config_load import find_config
 from edgevoice.errors import EdgeVoiceError
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"

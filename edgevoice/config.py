@@ -6,21 +6,15 @@ and what is allowed (:class:`~edgevoice.errors.ConfigError`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import re
-import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Literal
 
 from edgevoice import data
 from edgevoice.errors import ConfigError
 from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
-from edgevoice.paths import SYSTEM_CONFIG
 
 log = logging.getLogger(__name__)
 
@@ -376,102 +370,3 @@ class Config:
             raise ConfigError(
                 f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})"
             ) from None
-
-
-def load_config(path: Path | str | None = None) -> Config:
-    """Read and validate a TOML config; ``None`` gives the defaults."""
-    if path is None:
-        return Config()
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file {path} does not exist") from exc
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
-    config = config_from_dict(raw)
-    return dataclasses.replace(config, source=str(path))
-
-
-def config_from_dict(raw: dict[str, Any]) -> Config:
-    """Build a validated :class:`Config` from parsed TOML (nested tables)."""
-    return typing.cast(Config, _build(Config, raw, prefix=""))
-
-
-REMOVED_KEYS = {
-    "kiosk.verify_below": "every reply of the model is checked now, however well the knowledge covers its question",
-}
-"""Keys earlier versions had, with why they went: a configuration that still sets one loads, with a warning, so an
-upgraded kiosk starts."""
-
-
-def _build(cls: type, raw: dict[str, Any], prefix: str) -> object:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
-    for name in [n for n in raw if f"{prefix}{n}" in REMOVED_KEYS]:
-        log.warning("%s%s is no longer used and is ignored: %s", prefix, name, REMOVED_KEYS[f"{prefix}{name}"])
-        raw = {k: v for k, v in raw.items() if k != name}
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        key = f"{prefix}{unknown[0]}"
-        raise ConfigError(f"{key}: unknown key (allowed here: {', '.join(sorted(fields))})")
-    values: dict[str, object] = {}
-    for name, value in raw.items():
-        key = f"{prefix}{name}"
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{key} = {value!r}: must be a table [{key}]")
-            values[name] = _build(typing.cast(type, hint), value, prefix=f"{key}.")
-        else:
-            values[name] = _check_value(key, value, hint, fields[name].metadata)
-    return cls(**values)
-
-
-def _check_value(key: str, value: object, hint: object, meta: types.MappingProxyType[str, Any]) -> object:
-    if get_origin(hint) is Literal:
-        allowed = get_args(hint)
-        if value not in allowed:
-            raise ConfigError(f"{key} = {value!r}: must be one of {', '.join(map(repr, allowed))}")
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} = {value!r}: must be true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key} = {value!r}: must be a whole number")
-    elif hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key} = {value!r}: must be a number")
-        value = float(value)
-    elif hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key} = {value!r}: must be a string")
-        if "check" in meta:
-            meta["check"](key, value)
-        return value
-    if "range" in meta:
-        lo, hi = meta["range"]
-        assert isinstance(value, (int, float))
-        if not lo <= value <= hi:
-            raise ConfigError(f"{key} = {value!r}: must be between {lo} and {hi}")
-    return value
-
-
-def find_config(explicit: str | None) -> Config:
-    """``--config``, else ``$EDGEVOICE_CONFIG``, else ./edgevoice.toml, else /etc/edgevoice/edgevoice.toml.
-
-    With none of them, the defaults."""
-    candidates = [explicit, os.environ.get("EDGEVOICE_CONFIG")]
-    for candidate in candidates:
-        if candidate:
-            return load_config(candidate)
-    for path in (Path("edgevoice.toml"), SYSTEM_CONFIG):
-        if path.is_file():
-            return load_config(path)
-    return load_config(None)

@@ -1,7 +1,8 @@
 """Writing configuration files: a base file (or the defaults) with some keys changed, validated before it is kept.
 
 Used by `edgevoice tune` (the fastest settings found on this box) and by the benchmarks (configurations compared side
-by side). The result is always re-read with :func:`edgevoice.config.load_config`, so a written file is one that loads.
+by side). The result is always re-read with :func:`edgevoice.config_load.load_config`, so a written file is one
+that loads.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 import tomli_w
 
-from edgevoice.config import Config, load_config
+from edgevoice.config import Config
+from edgevoice.config_load import load_config
 from edgevoice.errors import ConfigError
 
 Overrides = Mapping[str, Mapping[str, Any]]

@@ -7,7 +7,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from edgevoice.clock import ManualClock
-from edgevoice.config import Config, config_from_dict
+from edgevoice.config import Config
+from edgevoice.config_load import config_from_dict
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import Engines, FloatAudio

@@ -15,7 +15,8 @@ import pytest
 
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
-from edgevoice.config import Config, config_from_dict
+from edgevoice.config import Config
+from edgevoice.config_load import config_from_dict
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from edgevoice.config import Config, load_config
+from edgevoice.config import Config
+from edgevoice.config_load import load_config
 from edgevoice.live.recorder import TurnRecorder, default_debug_dir
 
 

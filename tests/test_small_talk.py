@@ -11,7 +11,8 @@ import pytest
 
 from edgevoice import data
 from edgevoice.bench.scoring import is_dont_know, is_small_talk_reply
-from edgevoice.config import Config, config_from_dict
+from edgevoice.config import Config
+from edgevoice.config_load import config_from_dict
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk

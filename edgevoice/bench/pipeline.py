@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgevoice.config import Config, load_config
+from edgevoice.config import Config
 from edgevoice.config_file import Overrides, write_config
+from edgevoice.config_load import load_config
 from edgevoice.errors import ConfigError
 from edgevoice.trace import percentile
 
