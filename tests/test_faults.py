@@ -121,7 +121,9 @@ def test_an_engine_that_raises_costs_one_turn_its_fallback_phrase(
 ) -> None:  # type: ignore[no-untyped-def]
     spk_rec = pulse.record("spk.monitor", rate=RATE)
     spk_rec.wait_started()
-    config = TO_THE_MODEL if stage == "LLM" else ""
+    # the turn after the fault goes through the model: on two cores its prefill (25-30 tokens a second) can run past
+    # the default 4 s budget on a loaded machine, and that late fallback is not the fault under test
+    config = TO_THE_MODEL + "reply_budget_s = 20.0\n" if stage == "LLM" else ""
     with appliance(pulse, store, tmp_path, env={f"EDGEVOICE_FAULT_{stage}": "raise@1"}, config=config) as app:
         failed = ask(pulse, app, speak, QUESTIONS[0])
         spk_rec.wait_more(2.5)  # the phrase is played out
@@ -129,8 +131,9 @@ def test_an_engine_that_raises_costs_one_turn_its_fallback_phrase(
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stopped = stop(app)
     assert failed["fallback"] == "error" and failed["error"] == "injected_fault" and failed["reply"] == FALLBACK
-    # the phrase started within the reply budget (4 s by default) of the commit, plus the output device's buffer:
-    # voice to voice adds the endpointing and the recognition, which a loaded CI machine stretched past 4 s
+    # the phrase started within 4 s of the commit (the default reply budget; a raise does not wait the budget out),
+    # plus the output device's buffer: voice to voice adds the endpointing and the recognition, which a loaded CI
+    # machine stretched past 4 s
     marks = failed["marks_ms"]
     assert isinstance(marks, dict)
     assert marks["first_played"] - marks["endpoint"] < 4000 + 300, marks
@@ -145,9 +148,9 @@ def test_an_engine_that_raises_costs_one_turn_its_fallback_phrase(
     assert stopped["output_underruns"] == 0
 
 
-BUDGET_S = 6.0
-"""The hung-model test's reply budget: the turn after the hang goes through the model, which took over 3 s from the
-commit on a loaded CI machine (its median is 2 s on an idle one); the hang (12 s) still runs well past it."""
+BUDGET_S = 10.0
+"""The hung-model test's reply budget: the turn after the hang goes through the model, which took over 4 s from the
+commit on a loaded CI machine (its median is 2 s on an idle one); the hang (20 s) still runs well past it."""
 
 
 def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
@@ -157,14 +160,14 @@ def test_a_hung_language_model_gets_the_fallback_within_the_budget_and_recovers(
         pulse,
         store,
         tmp_path,
-        env={"EDGEVOICE_FAULT_LLM": "hang@1:12"},
+        env={"EDGEVOICE_FAULT_LLM": "hang@1:20"},
         config=TO_THE_MODEL + f"reply_budget_s = {BUDGET_S}\n",
     ) as app:
         t = time.monotonic()
         late = ask(pulse, app, speak, QUESTIONS[0])
-        # the turn record comes once the engine returned (12 s after it was called), not at the next question's
+        # the turn record comes once the engine returned (20 s after it was called), not at the next question's
         # timeout: a loose bound, as the question's own playing and recognition take longer on a loaded machine
-        assert time.monotonic() - t < 40
+        assert time.monotonic() - t < 50
         answered = ask(pulse, app, speak, QUESTIONS[1])
         stop(app)
         log = app.stderr_tail(8000)
