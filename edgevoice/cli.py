@@ -12,7 +12,7 @@ from pathlib import Path
 
 from edgevoice import __version__
 from edgevoice.cli_json import emit, emit_error, human
-from edgevoice.config_load import find_config
+from edgevoice.config.load import find_config
 from edgevoice.errors import EdgeVoiceError
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
@@ -140,7 +140,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from edgevoice.config_check import check_config, effective_config
+    from edgevoice.config.check import check_config, effective_config
 
     config = find_config(args.config)
     printing = args.print_config

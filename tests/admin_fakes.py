@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import Engines, FloatAudio

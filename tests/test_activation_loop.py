@@ -16,7 +16,7 @@ import pytest
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason

@@ -20,8 +20,8 @@ from edgevoice.admin.listen import effective_admin_listen, parse_admin_listen, r
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import WORKER_THREADS, AdminServer
 from edgevoice.clock import ManualClock
-from edgevoice.config_check import check_admin
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.check import check_admin
+from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
 from tests.admin_fakes import (
     NEW_FACTS,

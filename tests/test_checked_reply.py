@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from edgevoice.bench.scoring import is_dont_know
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage

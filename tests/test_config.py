@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict, load_config
+from edgevoice.config.load import config_from_dict, load_config
 from edgevoice.errors import ConfigError
 
 

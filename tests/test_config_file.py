@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from edgevoice.config_file import write_config
-from edgevoice.config_load import load_config
+from edgevoice.config.file import write_config
+from edgevoice.config.load import load_config
 from edgevoice.errors import ConfigError
 
 

@@ -12,7 +12,7 @@ import pytest
 import soundfile
 
 from edgevoice.config import Config
-from edgevoice.config_load import load_config
+from edgevoice.config.load import load_config
 from edgevoice.live.recorder import TurnRecorder, default_debug_dir
 
 

@@ -38,7 +38,7 @@ import soxr
 from edgevoice import cli
 from edgevoice.audio.files import check_output_path, read_audio
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict, load_config
+from edgevoice.config.load import config_from_dict, load_config
 from edgevoice.errors import AudioInputError, ConfigError, EdgeVoiceError, ModelFormatError
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import MAX_LINE_CHARS, parse_knowledge

@@ -12,7 +12,7 @@ import edgevoice
 from edgevoice import data
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage

@@ -12,7 +12,7 @@ import pytest
 from edgevoice import cli
 from edgevoice.bench.knowledge_size import synthetic_knowledge
 from edgevoice.config import Config
-from edgevoice.config_load import load_config
+from edgevoice.config.load import load_config
 from edgevoice.data import sample_persona
 from edgevoice.engines.factory import load_embedder, load_phonemizer
 from edgevoice.errors import ConfigError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
 from edgevoice.live.cli import start_metrics
 from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen, parse_listen

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgevoice.config_load import load_config
+from edgevoice.config.load import load_config
 from edgevoice.paths import SYSTEM_CONFIG, SYSTEM_MODELS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from edgevoice import data
 from edgevoice.bench.scoring import is_dont_know, is_small_talk_reply
 from edgevoice.config import Config
-from edgevoice.config_load import config_from_dict
+from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
@@ -189,7 +189,7 @@ def test_the_config_names_the_phrase_file(tmp_path: Path) -> None:
 
 
 def test_the_config_check_reports_a_bad_phrase_file(tmp_path: Path) -> None:
-    from edgevoice.config_check import check_config
+    from edgevoice.config.check import check_config
 
     own = tmp_path / "talk.toml"
     own.write_text("[kinds.greeting]\npatterns = ['(hi']\nreplies = ['Hi!']\n", encoding="utf-8")

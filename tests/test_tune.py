@@ -11,7 +11,7 @@ import pytest
 
 from edgevoice.bench.cli import parse_variant
 from edgevoice.bench.tune import TuneOptions, best, thread_choices
-from edgevoice.config_load import load_config
+from edgevoice.config.load import load_config
 from edgevoice.errors import ConfigError
 
 

@@ -110,7 +110,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from edgevoice.config_load import find_config
+    from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
 
     config = find_config(args.config)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgevoice.config import Config
-from edgevoice.config_file import Overrides, write_config
+from edgevoice.config.file import Overrides, write_config
 
 RATE = 16000
 TICKS = os.sysconf("SC_CLK_TCK")

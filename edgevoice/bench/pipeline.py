@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgevoice.config import Config
-from edgevoice.config_file import Overrides, write_config
-from edgevoice.config_load import load_config
+from edgevoice.config.file import Overrides, write_config
+from edgevoice.config.load import load_config
 from edgevoice.errors import ConfigError
 from edgevoice.trace import percentile
 

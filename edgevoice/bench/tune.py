@@ -211,8 +211,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     import json
 
     from edgevoice.cli_json import emit
-    from edgevoice.config_file import write_config
-    from edgevoice.config_load import find_config
+    from edgevoice.config.file import write_config
+    from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
 
     config = find_config(args.config)

@@ -133,7 +133,7 @@ def _models_dir(args: argparse.Namespace) -> Path | None:
         return Path(args.dir)
     if not hasattr(args, "config"):
         return None
-    from edgevoice.config_load import find_config
+    from edgevoice.config.load import find_config
 
     configured = find_config(args.config).models.dir
     return Path(configured).expanduser() if configured else None

@@ -37,7 +37,7 @@ def add_selftest_parser(sub: Any) -> None:
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
     from edgevoice.cli_json import emit, human
-    from edgevoice.config_load import find_config
+    from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
     from edgevoice.selftest.chart import waterfall
     from edgevoice.selftest.report import report, table

@@ -1,7 +1,7 @@
 """Writing configuration files: a base file (or the defaults) with some keys changed, validated before it is kept.
 
 Used by `edgevoice tune` (the fastest settings found on this box) and by the benchmarks (configurations compared side
-by side). The result is always re-read with :func:`edgevoice.config_load.load_config`, so a written file is one
+by side). The result is always re-read with :func:`edgevoice.config.load.load_config`, so a written file is one
 that loads.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import tomli_w
 
 from edgevoice.config import Config
-from edgevoice.config_load import load_config
+from edgevoice.config.load import load_config
 from edgevoice.errors import ConfigError
 
 Overrides = Mapping[str, Mapping[str, Any]]
