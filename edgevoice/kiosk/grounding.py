@@ -53,6 +53,7 @@ from edgevoice.kiosk.knowledge import (
 )
 from edgevoice.kiosk.matching import Matcher
 from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
+from edgevoice.kiosk.read_out import ReadOut
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
@@ -95,6 +96,7 @@ class Kiosk:
         log_transcripts: bool = False,
         embedding_cache: Path | None = None,
         small_talk_file: str = "",
+        learned_read_out: bool = True,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -103,7 +105,9 @@ class Kiosk:
         phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
         consent). ``embedding_cache``: a directory where the entries' embeddings are kept between starts (None: they
         are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the small-talk
-        phrases (empty: the packaged ones)."""
+        phrases (empty: the packaged ones). ``learned_read_out``: with the encoder it was fitted for, the packaged
+        read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules left to
+        the model."""
         self.hint_entries = hint_entries
         self.reply_check = reply_check
         """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
@@ -139,6 +143,7 @@ class Kiosk:
             venue_names=persona_names,
             log_transcripts=log_transcripts,
             embedding_cache=embedding_cache,
+            read_out=ReadOut.packaged() if learned_read_out and embedder is not None else None,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names)

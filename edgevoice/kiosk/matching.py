@@ -15,6 +15,9 @@ entry answers it outright.
   entry's question, gets the answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`). A question that asks for a price,
   a number, a duration, a time or a person its best entry does not give is a near miss too
   (:mod:`edgevoice.kiosk.answer_types`).
+* **The learned read-out** (:mod:`edgevoice.kiosk.read_out`): a question the gate lets through and no rule reads
+  out gets its best entry's answer when a logistic decision over the ranking's features, fitted on the benchmark
+  venues' development halves for this encoder, is confident that entry answers it; otherwise it goes to the model.
 * **Misheard venue words** (with semantic matching and a phonemizer; see :mod:`edgevoice.kiosk.sounds`): a question
   no entry answers outright is tried again with one or two words replaced by a venue word that sounds nearly the
   same. The replacement is kept only when an entry then answers it outright, it comes clearly closer in meaning
@@ -34,6 +37,7 @@ from edgevoice.kiosk.answer_types import lacks_asked
 from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
+from edgevoice.kiosk.read_out import ReadOut, ranking_features
 from edgevoice.kiosk.retrieval import BM25Index, Match, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.sounds import MEND_SIMILARITY_RISE, Phonemize, SoundLexicon
@@ -85,6 +89,7 @@ class Matcher:
         venue_names: Sequence[str] = (),
         log_transcripts: bool = False,
         embedding_cache: Path | None = None,
+        read_out: ReadOut | None = None,
     ) -> None:
         """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
         for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
@@ -92,7 +97,8 @@ class Matcher:
         consent). ``venue_names``: replaced by a neutral word before embedding. ``log_transcripts``: whether the log
         may hold the visitor's words (``[debug] log_transcripts``). ``embedding_cache``: a directory to keep the
         entries' embeddings in between starts (:mod:`edgevoice.kiosk.embedding_cache`; None, or an encoder without an
-        ``identity``: embedded at every start)."""
+        ``identity``: embedded at every start). ``read_out``: the learned read-out decision
+        (:mod:`edgevoice.kiosk.read_out`), used when it was fitted for this ``embedder``."""
         self.entries = list(entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.persona_terms = persona_terms
@@ -113,6 +119,13 @@ class Matcher:
                 1000 * (time.perf_counter() - started),
                 f"{stored.hits} texts from {stored.path}, {stored.misses} embedded" if stored else "all embedded",
             )
+        self.read_out: ReadOut | None = None
+        """Whether the best entry answers a question the rules left to the model; None: the rules alone decide."""
+        if read_out is not None and self.semantic is not None:
+            if read_out.encoder == encoder_identity(embedder):
+                self.read_out = read_out
+            else:
+                log.info("the learned read-out is off: it was fitted for another sentence encoder")
         self.sounds: SoundLexicon | None = None
         """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
         if phonemize is not None and self.semantic is not None:
@@ -180,9 +193,27 @@ class Matcher:
         direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
         if direct is None and self.grounding_threshold > 0.0 and relevance[order[0]] < SEMANTIC_UNANSWERED:
             known = False  # a near miss: about an entry's subject, but not what its answer says
-        if self._lacks_asked(question, self.entries[order[0]]):
+        lacks = self._lacks_asked(question, self.entries[order[0]])
+        if lacks:
             known, direct = False, None
+        if known and direct is None and self.read_out is not None and self.direct_answers:
+            top = self.entries[order[0]]
+            features = ranking_features(order, similarity, relevance, covered, lacks)
+            if top.question and top.answer and self.read_out.reads_out(features):
+                direct = top.answer
         return Grounding(known, coverage, entries, direct if known else None, best, question)
+
+    def read_out_features(self, question: str) -> np.ndarray | None:
+        """The learned read-out's features of ``question`` (:func:`~edgevoice.kiosk.read_out.ranking_features`), as
+        :meth:`ground` computes them; None without semantic matching."""
+        if self.semantic is None:
+            return None
+        similarity, relevance = self.semantic.similarities(question)
+        covered = self.index.coverage(question, neutral=self.persona_terms)
+        order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
+        return ranking_features(
+            order, similarity, relevance, covered, self._lacks_asked(question, self.entries[order[0]])
+        )
 
     def _lacks_asked(self, question: str, entry: Entry) -> bool:
         """The question asks a price, a number, a duration, a time or a person that its best entry does not give
