@@ -181,9 +181,7 @@ class Matcher:
             if entries and self._lacks_asked(question, entries[0]):
                 known, direct = False, None
             return Grounding(known, coverage, entries, direct, None, question)
-        similarity, relevance = self.semantic.similarities(question)
-        covered = self.index.coverage(question, neutral=self.persona_terms)
-        order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
+        order, similarity, relevance, covered = self._ranked(question)
         entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
         best = float(similarity.max())
         if small_talk:
@@ -208,12 +206,19 @@ class Matcher:
         :meth:`ground` computes them; None without semantic matching."""
         if self.semantic is None:
             return None
-        similarity, relevance = self.semantic.similarities(question)
-        covered = self.index.coverage(question, neutral=self.persona_terms)
-        order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
+        order, similarity, relevance, covered = self._ranked(question)
         return ranking_features(
             order, similarity, relevance, covered, self._lacks_asked(question, self.entries[order[0]])
         )
+
+    def _ranked(self, question: str) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """The entries ranked for ``question`` by meaning first, shared words breaking near ties (best first), with
+        each entry's similarity, relevance and word coverage. Needs semantic matching."""
+        assert self.semantic is not None
+        similarity, relevance = self.semantic.similarities(question)
+        covered = self.index.coverage(question, neutral=self.persona_terms)
+        order = [int(i) for i in np.argsort(-(similarity + RANK_LEXICAL_WEIGHT * covered), kind="stable")]
+        return order, similarity, relevance, covered
 
     def _lacks_asked(self, question: str, entry: Entry) -> bool:
         """The question asks a price, a number, a duration, a time or a person that its best entry does not give
