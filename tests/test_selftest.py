@@ -17,9 +17,18 @@ from edgevoice.config import Config
 from edgevoice.engines.factory import build_kiosk
 from edgevoice.selftest import measure
 from edgevoice.selftest.chart import waterfall
-from edgevoice.selftest.report import SPEAKER_SIDE, TRACE_TOTAL, exit_code, report, rows, table
+from edgevoice.selftest.report import (
+    SPEAKER_SIDE,
+    TRACE_TOTAL,
+    exit_code,
+    groups,
+    half_sentence_replies,
+    report,
+    rows,
+    table,
+)
 from edgevoice.selftest.session import SessionResult
-from edgevoice.selftest.utterances import RATE, UTTERANCES
+from edgevoice.selftest.utterances import KIOSK_VOICE, PAUSE_S, RATE, UTTERANCES, Utterance
 from edgevoice.trace import STAGE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,3 +167,40 @@ def test_a_short_real_selftest_writes_report_and_chart_and_fails_an_impossible_b
     # the same session judged against a generous budget passes
     result = SessionResult(turns=data["turns"], speaker_side_s=[s / 1000 for s in data["speaker_side_ms"]])
     assert exit_code(result, budget_ms=60_000) == 0
+
+
+def test_the_bundled_set_has_other_voices_and_pauses_in_mid_sentence() -> None:
+    voices = {u.voice for u in UTTERANCES}
+    assert len(voices - {KIOSK_VOICE}) >= 3
+    paused = [u for u in UTTERANCES if u.paused]
+    assert len(paused) >= 2 and all("|" not in u.text and len(u.parts) == 2 for u in paused)
+    for u in paused:  # the recording holds the pause inside its speech, and no other as long
+        audio = u.audio()
+        frames = np.sqrt(np.mean(audio[: len(audio) // 160 * 160].reshape(-1, 160) ** 2, axis=1)) > 0.01
+        loud = np.flatnonzero(frames)
+        gaps = np.diff(loud) - 1  # quiet 10 ms frames between two loud ones
+        assert abs(gaps.max() / 100 - PAUSE_S) < 0.1, (u.name, gaps.max())
+        assert np.sort(gaps)[-2] / 100 < PAUSE_S / 2, u.name
+
+
+def test_the_report_splits_turns_by_path_and_voice_and_counts_half_sentence_replies() -> None:
+    utterances = [
+        Utterance("a", "Where is the cafe?"),
+        Utterance("b", "Is it free | for kids?", voice="espeak-en-gb+m3"),
+        Utterance("c", "Can I take photos?", voice="espeak-en-gb+m3"),
+    ]
+    result = session([300, 200, 900], speaker=[0.32, 0.25, 1.0])
+    result.utterances = utterances
+    result.turns[2]["llm"] = "local"
+    result.split = [False, True, False]
+    result.extra_turns = [turn(400) | {"llm": "local"}]  # the second half went to the model
+    by = {g.name: g for g in groups(result)}
+    assert by["path: from the knowledge"].p50_ms == 320.0 and by["path: from the knowledge"].n == 1
+    assert by["path: language model"].n == 2 and by["path: language model"].p95_ms == pytest.approx(962.5)
+    assert by["voice: espeak-en-gb+m3"].n == 2 and by["voice: kiosk"].n == 1
+    assert half_sentence_replies(result) == (1, 1)
+    text = table(result, 500)
+    assert "path: language model" in text and "replies to half a sentence: 1 of 1" in text
+    data = report(result, 500)
+    assert data["half_sentence_replies"] == {"split": 1, "paused": 1}
+    assert data["utterances"][1] == {"text": "Is it free for kids?", "voice": "espeak-en-gb+m3", "paused": True}

@@ -30,7 +30,7 @@ from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
 from edgevoice.reply.responder import ReplyTrace
-from edgevoice.selftest.utterances import UTTERANCES
+from edgevoice.selftest.utterances import KIOSK_VOICE, UTTERANCES
 from tests.loop_harness import running_loop
 from tests.waiting import poll
 
@@ -60,7 +60,7 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
         llm=replace(config.llm, max_tokens=32),  # short replies: the soak is about the loop
         kiosk=replace(config.kiosk, direct_answers=False),  # every turn through the language model and its history
     )
-    clips = [u.audio() for u in UTTERANCES]
+    clips = [u.audio() for u in UTTERANCES if u.voice == KIOSK_VOICE]  # whole questions, all heard alike
     traces: list[ReplyTrace] = []
     rss: dict[int, float] = {}
     done = threading.Event()

@@ -72,6 +72,15 @@ class ApplianceProcess:
                 return record
         raise SelftestError(f"no {event!r} record from edgevoice run within {timeout:.0f} s: {self.stderr_tail()}")
 
+    def maybe_next(self, event: str, timeout: float) -> Record | None:
+        """The next record of ``event`` if one comes within ``timeout``, else None."""
+        try:
+            return self.next(event, timeout)
+        except SelftestError:
+            if self.proc.poll() is not None:
+                raise
+            return None
+
     def stderr_tail(self, chars: int = 4000) -> str:
         self._stderr.flush()
         self._stderr.seek(0)

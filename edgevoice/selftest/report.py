@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from edgevoice.selftest.appliance import Record
 from edgevoice.selftest.session import SessionResult
 from edgevoice.trace import STAGE_NAMES, percentile
 
@@ -66,6 +67,55 @@ def rows(result: SessionResult, budget_ms: float = DEFAULT_BUDGET_MS) -> list[Ro
     return out
 
 
+@dataclass(frozen=True)
+class Group:
+    """Voice-to-voice over a group of utterances (speaker side where measured, else the trace)."""
+
+    name: str
+    p50_ms: float | None
+    p95_ms: float | None
+    n: int
+
+
+def _answering(result: SessionResult) -> list[Record]:
+    """Per utterance, the turn that answered it: the second of a split utterance, else its only one."""
+    extra = iter(result.extra_turns)
+    split = result.split or [False] * len(result.turns)
+    return [next(extra) if was_split else turn for turn, was_split in zip(result.turns, split, strict=True)]
+
+
+def _latencies_ms(result: SessionResult) -> list[float | None]:
+    """Per utterance: voice-to-voice on the speaker side when measured, else from its answering turn's trace."""
+    speaker = result.speaker_side_s or [None] * len(result.turns)
+    out: list[float | None] = []
+    for turn, side in zip(_answering(result), speaker, strict=True):
+        trace = turn.get("voice_to_voice_ms")
+        out.append(side * 1000 if side is not None else None if trace is None else float(str(trace)))
+    return out
+
+
+def groups(result: SessionResult) -> list[Group]:
+    """Voice-to-voice by path (answered from the knowledge or through the language model) and by the voice that
+    asked: the model path and the voices other than the kiosk's own are reported apart from the rest."""
+    if len(result.utterances) != len(result.turns):
+        return []  # a partial result: not every utterance has its turn
+    latencies = _latencies_ms(result)
+    keys: dict[str, list[float]] = {}
+    for turn, utterance, ms in zip(_answering(result), result.utterances, latencies, strict=True):
+        path = "path: language model" if turn.get("llm") else "path: from the knowledge"
+        for key in (path, f"voice: {utterance.voice}"):
+            values = keys.setdefault(key, [])
+            if ms is not None:
+                values.append(ms)
+    return [Group(name, *_ms(values), len(values)) for name, values in sorted(keys.items())]
+
+
+def half_sentence_replies(result: SessionResult) -> tuple[int, int]:
+    """(utterances answered in two halves, utterances with a pause in mid-sentence)."""
+    paused = [u.paused for u in result.utterances]
+    return sum(s for s, p in zip(result.split, paused, strict=False) if p), sum(paused)
+
+
 def verdict_total(result: SessionResult, budget_ms: float) -> Row:
     """The row the verdict is taken on: the speaker side when it was measured, else the appliance's trace."""
     table = rows(result, budget_ms)
@@ -94,6 +144,13 @@ def table(result: SessionResult, budget_ms: float) -> str:
         share = "-" if row.share is None else f"{row.share * 100:.0f}%"
         flag = "  over" if row.over else ""
         lines.append(f"{row.name:<32}{fmt(row.p50_ms):>8}{fmt(row.p95_ms):>8}{share:>8}{row.budget_ms:>8.0f}{flag}")
+    by = groups(result)
+    if len(by) > 2:  # more than one path or voice
+        lines += ["-" * 64, f"{'voice-to-voice by':<32}{'p50 ms':>8}{'p95 ms':>8}{'turns':>8}"]
+        lines += [f"  {g.name:<30}{fmt(g.p50_ms):>8}{fmt(g.p95_ms):>8}{g.n:>8}" for g in by]
+    split, paused = half_sentence_replies(result)
+    if paused:
+        lines.append(f"replies to half a sentence: {split} of {paused} utterances with a pause in mid-sentence")
     return "\n".join(lines)
 
 
@@ -108,7 +165,11 @@ def report(result: SessionResult, budget_ms: float, *, chart: str | None = None)
         "verdict_on": verdict_total(result, budget_ms).name,
         "table": [row.__dict__ | {"over": row.over} for row in rows(result, budget_ms)],
         "speaker_side_ms": [None if s is None else round(s * 1000, 1) for s in result.speaker_side_s],
-        "utterances": [u.text for u in result.utterances],
+        "utterances": [{"text": u.text, "voice": u.voice, "paused": u.paused} for u in result.utterances],
+        "by": [g.__dict__ for g in groups(result)],
+        "half_sentence_replies": dict(zip(("split", "paused"), half_sentence_replies(result), strict=True)),
+        "split": result.split,
+        "extra_turns": result.extra_turns,
         "turns": result.turns,
         "stopped": result.stopped,
         "load_ms": result.ready.get("load_ms"),

@@ -36,6 +36,9 @@ LEAD_S = 0.5
 ECHO_DELAY_MS, ECHO_GAIN_DB = 40, -10.0
 READY_TIMEOUT_S = 180.0
 TURN_TIMEOUT_S = 60.0
+SPLIT_WAIT_S = 8.0
+"""How long the self-test waits, after the turn of an utterance with a pause in it, for a second turn: the appliance
+answered its first half, then heard the rest as a new question."""
 SETTLE_LIMIT_S = 120.0
 """The longest the self-test waits, once the appliance is ready, for the work it begins then (the models' recheck,
 the presynthesis of the known replies: a minute or two on two cores for a large venue) to end. Turns spoken during
@@ -45,7 +48,11 @@ it measured a first token of 2.9-3.3 s and a listener 1.2 s behind, against the 
 @dataclass
 class SessionResult:
     turns: list[Record] = field(default_factory=list)
-    """The appliance's turn records, in order."""
+    """The appliance's turn records, one per utterance: its first (the one that answered it, unless it was split)."""
+    split: list[bool] = field(default_factory=list)
+    """Per utterance: answered in two turns (its first half as a question of its own)."""
+    extra_turns: list[Record] = field(default_factory=list)
+    """The second turns of the split utterances."""
     speaker_side_s: list[float | None] = field(default_factory=list)
     """Voice-to-voice measured in the recordings, per utterance (None: no reply heard, or hardware mode)."""
     stopped: Record = field(default_factory=dict)
@@ -97,6 +104,11 @@ def run_session(
                 turn = app.next("turn", TURN_TIMEOUT_S)
                 result.turns.append(turn)
                 progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
+                rest = app.maybe_next("turn", SPLIT_WAIT_S) if utterance.paused else None
+                result.split.append(rest is not None)
+                if rest is not None:
+                    result.extra_turns.append(rest)
+                    progress(f"  answered in two halves; then {rest.get('transcript')!r} -> {rest.get('reply')!r}")
                 spk_rec.wait_more(0.8)  # the reply has left the ring; the device plays its buffer out
             app.stop()
             result.stopped = app.next("stopped", 10.0)
@@ -142,6 +154,10 @@ def _hardware_session(
             turn = app.next("turn", TURN_TIMEOUT_S)
             result.turns.append(turn)
             progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
+            rest = app.maybe_next("turn", SPLIT_WAIT_S) if utterance.paused else None
+            result.split.append(rest is not None)
+            if rest is not None:
+                result.extra_turns.append(rest)
             time.sleep(0.8)  # the turn record comes once the reply has been played
         app.stop()
         result.stopped = app.next("stopped", 10.0)
