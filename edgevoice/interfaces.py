@@ -42,6 +42,13 @@ class EndOfTurn(Protocol):
         """Probability in [0, 1] that ``turn_audio`` (the turn so far, mono float32) is a complete turn."""
 
 
+class TextEndOfTurn(Protocol):
+    """Probability that the words said so far end the visitor's sentence (:mod:`edgevoice.engines.text_turn`)."""
+
+    def probability_complete(self, text: str) -> float:
+        """Probability in [0, 1] that the sentence is over after ``text`` (the turn's transcript so far)."""
+
+
 @runtime_checkable
 class Recognizer(Protocol):
     """Speech to text (whisper.cpp)."""

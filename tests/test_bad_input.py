@@ -14,6 +14,7 @@ Case → behaviour (the closing note of issue 5 lists them with these test names
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
+from edgevoice.selftest.measure import speech_bounds
+from edgevoice.selftest.utterances import UTTERANCES, Utterance
+from edgevoice.words import words
 from tests.conftest import wer
 from tests.loop_harness import running_loop
 from tests.waiting import poll
@@ -45,13 +49,18 @@ class Session:
     turns: list[tuple[ReplyTrace, Turn]] = field(default_factory=list)
     played: list[np.ndarray] = field(default_factory=list)
 
-    def hear(self, audio: np.ndarray, *, timeout: float = 60.0) -> list[tuple[ReplyTrace, Turn]]:
-        """Feed ``audio`` (then a second of silence) 20 ms at a time, as the capture callback would, and wait until
-        the loop is idle again; returns the turns answered meanwhile."""
+    def hear(self, audio: np.ndarray, *, timeout: float = 60.0, paced: bool = False) -> list[tuple[ReplyTrace, Turn]]:
+        """Feed ``audio`` (then a second of silence) 20 ms at a time, as the capture callback would (``paced``: in
+        real time, so that what the loop works out in a pause comes before the rest is heard), and wait until the
+        loop is idle again; returns the turns answered meanwhile."""
         before = len(self.turns)
-        audio = np.concatenate([np.zeros(RATE // 2, np.float32), audio, np.zeros(RATE, np.float32)])
+        after = np.zeros(RATE * (2 if paced else 1), np.float32)  # in real time, outlast the longest wait of a pause
+        audio = np.concatenate([np.zeros(RATE // 2, np.float32), audio, after])
+        start = time.monotonic()
         for i in range(0, len(audio), 320):
             assert poll(lambda: self.loop.mic.free() >= 320, timeout), "the loop stopped reading its microphone"
+            if paced:
+                time.sleep(max(0.0, start + i / RATE - time.monotonic()))
             self.capture(audio[i : i + 320].astype(np.float32))
         assert poll(self.loop.idle, timeout), "the loop did not settle"
         assert not [e for e in self.loop.errors if e.code != "llm_interrupted"], self.loop.errors
@@ -198,6 +207,23 @@ def test_a_two_minute_monologue_is_capped_and_answered_once_after_the_pause(
     assert len(turn.audio) <= seconds(Config().endpointing.max_turn_s + 0.5)  # bounded: the first 30 s
     assert trace.reply and not trace.cancelled  # answered once, after the visitor paused, not interrupted
     assert sum(np.count_nonzero(c) for c in session.played) > 0
+
+
+@pytest.mark.parametrize("utterance", [u for u in UTTERANCES if u.paused], ids=lambda u: u.name)
+def test_a_question_with_a_pause_in_mid_sentence_is_answered_once_as_a_whole(
+    session: Session, utterance: Utterance
+) -> None:
+    """The self-test's recordings with a 0.6 s hesitation inside the question, in voices other than the kiosk's, fed
+    in real time: one turn, holding the whole question (its audio and words after the pause), and no reply to the
+    first half."""
+    audio = utterance.audio()
+    turns = session.hear(audio, paced=True)
+    spoken = session.spoken(turns)
+    assert len(turns) == 1 and len(spoken) == 1, [(t.transcript, turn.reason) for t, turn in turns]
+    trace, turn = spoken[0]
+    first, last = speech_bounds(audio, RATE)
+    assert len(turn.audio) >= last - first, (len(turn.audio), last - first)  # the whole question, both halves
+    assert set(words(utterance.parts[-1])) & set(words(trace.transcript)), (utterance.said, trace.transcript)
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,8 @@ def make_loop(  # type: ignore[no-untyped-def]
     *,
     barge_in_level_db=None,
     endpoint: EndpointingConfig | None = None,
+    text_turn=None,
+    turns: list[Turn] | None = None,
 ):
     clock = ManualClock()
     responder = Responder(
@@ -105,8 +107,10 @@ def make_loop(  # type: ignore[no-untyped-def]
     traces: list[ReplyTrace] = []
     done = threading.Event()
 
-    def on_trace(trace: ReplyTrace, turn: object) -> None:
+    def on_trace(trace: ReplyTrace, turn: Turn) -> None:
         traces.append(trace)
+        if turns is not None:
+            turns.append(turn)
         done.set()
 
     loop = VoiceLoop(
@@ -118,6 +122,7 @@ def make_loop(  # type: ignore[no-untyped-def]
         endpoint=endpoint or EndpointingConfig(),
         on_trace=on_trace,
         barge_in_level_db=barge_in_level_db,
+        text_turn=text_turn,
     )
     return loop, responder, traces, done
 
@@ -216,6 +221,38 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     assistant = responder.history[1].content
     assert assistant.endswith("...") and "opens" not in assistant
     assert 0 < len(assistant) < len(trace.clauses[0].text) + 3
+
+
+class WordsJudge:
+    """A text end-of-turn judge that gives ``p`` and keeps what it was asked about."""
+
+    def __init__(self, p: float) -> None:
+        self.p, self.texts = p, []  # type: ignore[var-annotated]
+
+    def probability_complete(self, text: str) -> float:
+        self.texts.append(text)
+        return self.p
+
+
+@pytest.mark.parametrize(("p", "reason"), [(0.001, "silence_timeout"), (0.3, "complete")])
+def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence(
+    rings: tuple[SharedRing, SharedRing], p: float, reason: str
+) -> None:
+    mic, spk = rings
+    judge, turns = WordsJudge(p), []  # type: ignore[var-annotated]
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, turns=turns)
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
+        assert done.wait(10)
+    assert judge.texts == ["Where is the cafe?"]  # the speculative transcript, at the visitor's silence
+    (turn,) = turns
+    assert turn.reason == reason
+    silence_s = turn.committed_t - turn.speech_end_t
+    if reason == "complete":
+        assert silence_s < 0.5
+    else:  # held for the incomplete wait, then ended by the silence
+        assert silence_s >= EndpointingConfig().incomplete_max_silence_ms / 1000 - 0.05
+    assert traces[0].reply == "Upstairs."
 
 
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:

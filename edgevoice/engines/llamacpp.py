@@ -20,6 +20,8 @@ from edgevoice.native_output import quiet_stderr
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
+    from edgevoice.engines.text_turn import TextEndOfTurn
+
 
 PREFILL_CHUNK = 64
 """Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
@@ -74,8 +76,21 @@ class LlamaCppModel:
         )
         self.info = info
         self.n_ctx = n_ctx
+        self._threads = threads
+        self._template = template
+        self._text_turn: TextEndOfTurn | None = None
         self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
         self._interrupted = threading.Event()
+
+    def end_of_turn_model(self) -> TextEndOfTurn:
+        """The model's judge of whether a transcript ends a sentence (:mod:`edgevoice.engines.text_turn`), in a
+        context of its own on these weights; made once."""
+        if self._text_turn is None:
+            from edgevoice.engines.text_turn import TextEndOfTurn
+
+            with quiet_stderr():
+                self._text_turn = TextEndOfTurn(self._llm, self._template, threads=self._threads)
+        return self._text_turn
 
     # -- prompt handling ---------------------------------------------------------------------------------------
     def tokens(self, messages: Sequence[ChatMessage], *, generation_prompt: bool = True) -> list[int]:

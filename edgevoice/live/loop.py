@@ -23,7 +23,7 @@ from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.interfaces import EndOfTurn, FloatAudio
+from edgevoice.interfaces import EndOfTurn, FloatAudio, TextEndOfTurn
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this module's API
@@ -37,6 +37,20 @@ from edgevoice.reply.speculation import SpeculativeReplies
 from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)
+
+
+def text_end_of_turn(llm: object, endpoint: EndpointingConfig) -> TextEndOfTurn | None:
+    """The local language model's judge of a transcript's end (``endpointing.text_incomplete_below``); None when
+    that is off, or the model has none (a remote model, a test's fake), or it cannot be made (logged)."""
+    make = getattr(llm, "end_of_turn_model", None)
+    if endpoint.text_incomplete_below <= 0.0 or make is None:
+        return None
+    try:
+        judge: TextEndOfTurn | None = make()
+    except Exception as exc:  # the sound alone still ends turns: worse, not broken
+        log.error("no text end-of-turn check (%s: %s); Smart Turn decides alone", type(exc).__name__, exc)
+        return None
+    return judge
 
 
 class VoiceLoop:
@@ -61,6 +75,7 @@ class VoiceLoop:
         reply_budget_s: float | None = None,
         speculative_reply: bool = False,
         activation: Activation | None = None,
+        text_turn: TextEndOfTurn | None = None,
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller). ``vad_threshold``: the speech
@@ -77,6 +92,9 @@ class VoiceLoop:
         is committed (:mod:`edgevoice.reply.speculation`).
 
         ``activation``: when the listener listens (:mod:`edgevoice.live.activation`); None: always.
+
+        ``text_turn``: judges the words of a pause Smart Turn finds complete; by default the responder's local
+        language model's judge (:func:`text_end_of_turn`).
 
         ``on_trace`` gets each finished turn; ``on_event`` gets the events of :mod:`edgevoice.live.events` (partial
         transcripts, a reply's first audio, barge-ins, fallbacks). Both run on the loop's threads.
@@ -133,6 +151,7 @@ class VoiceLoop:
             stop=self._stop,
             errors=self.errors,
             activation=activation,
+            text_turn=text_turn if text_turn is not None else text_end_of_turn(responder.llm, endpoint),
         )
 
     def _emit(self, event: LoopEvent) -> None:

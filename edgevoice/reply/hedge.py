@@ -221,6 +221,11 @@ class HedgedModel:
             return
 
     # -- the local model's cache, and the owner's calls ------------------------------------------------------------
+    def end_of_turn_model(self) -> object | None:
+        """The local model's transcript judge (:meth:`LlamaCppModel.end_of_turn_model`), if it has one."""
+        make = getattr(self.local, "end_of_turn_model", None)
+        return make() if make is not None else None
+
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         prefill = getattr(self.local, "prefill", None)
         return int(prefill(messages)) if prefill is not None else 0

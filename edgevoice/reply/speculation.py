@@ -153,6 +153,8 @@ class SpeculativeReplies:
         self.counts = {"started": 0, "adopted": 0, "dropped": 0}
         self.decoded = threading.Event()
         """Set when the latest speculative decode is done (cleared at each silence)."""
+        self.transcript = ""
+        """The turn's transcript as of the latest speculative decode (valid while :attr:`decoded` is set)."""
         self._submit, self._busy, self._prefill, self._stop = submit, busy, prefill, stop
         self._lock = threading.Lock()
         self._turn_id = 0
@@ -176,6 +178,7 @@ class SpeculativeReplies:
         with self._lock:
             self._valid = True
             self._seq = speculate()
+            self.transcript = ""
         self.decoded.clear()
 
     def invalidate(self) -> None:
@@ -218,9 +221,12 @@ class SpeculativeReplies:
     def on_decoded(self, spec: Speculation) -> None:
         """The tail is decoded: begin the reply now if all is ready for it, else at least put the question into the
         language model's cache."""
-        self.decoded.set()
         with self._lock:
             current = spec.turn_id == self._turn_id and spec.seq == self._seq
+            if current:
+                self.transcript = spec.text
+        self.decoded.set()
+        with self._lock:
             start = (
                 self.enabled
                 and spec.stable
