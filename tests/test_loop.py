@@ -234,13 +234,24 @@ class WordsJudge:
         return self.p
 
 
+def test_the_words_are_not_judged_when_the_check_is_off(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    judge = WordsJudge(0.0)
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge)  # the default: off
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
+        assert done.wait(10)
+    assert judge.texts == [] and traces[0].reply == "Upstairs."
+
+
 @pytest.mark.parametrize(("p", "reason"), [(0.001, "silence_timeout"), (0.3, "complete")])
 def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence(
     rings: tuple[SharedRing, SharedRing], p: float, reason: str
 ) -> None:
     mic, spk = rings
     judge, turns = WordsJudge(p), []  # type: ignore[var-annotated]
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, turns=turns)
+    endpoint = EndpointingConfig(text_incomplete_below=0.005)
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint)
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
         assert done.wait(10)

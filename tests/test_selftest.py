@@ -194,6 +194,8 @@ def test_the_report_splits_turns_by_path_and_voice_and_counts_half_sentence_repl
     result.turns[2]["llm"] = "local"
     result.split = [False, True, False]
     result.extra_turns = [turn(400) | {"llm": "local"}]  # the second half went to the model
+    result.turns[1]["voice_to_voice_ms"] = None  # the reply to the first half, cut by the second
+    assert exit_code(result, budget_ms=10_000) == 0  # answered, by its second turn
     by = {g.name: g for g in groups(result)}
     assert by["path: from the knowledge"].p50_ms == 320.0 and by["path: from the knowledge"].n == 1
     assert by["path: language model"].n == 2 and by["path: language model"].p95_ms == pytest.approx(962.5)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 
 from edgevoice.config import Config
-from edgevoice.engines.text_turn import sentence_words
+from edgevoice.engines.text_turn import MEASURED_THRESHOLD, sentence_words
 from edgevoice.interfaces import Engines
+from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.live.loop import text_end_of_turn
+
+ON = EndpointingConfig(text_incomplete_below=MEASURED_THRESHOLD)
 
 
 def test_the_model_reads_lower_case_words_without_punctuation() -> None:
@@ -18,9 +21,9 @@ def test_the_model_reads_lower_case_words_without_punctuation() -> None:
 
 @pytest.mark.models
 def test_half_a_question_does_not_end_a_sentence_and_the_whole_one_does(engines: Engines) -> None:
-    judge = text_end_of_turn(engines.llm, Config().endpointing)
+    judge = text_end_of_turn(engines.llm, ON)
     assert judge is not None
-    below = Config().endpointing.text_incomplete_below
+    below = MEASURED_THRESHOLD
     for half, whole in [
         ("Where can I find?", "Where can I find the shipwreck gallery?"),
         ("Are there guided tours in", "Are there guided tours in English?"),
@@ -33,7 +36,7 @@ def test_half_a_question_does_not_end_a_sentence_and_the_whole_one_does(engines:
 @pytest.mark.models
 def test_the_verdict_does_not_touch_the_reply_models_cache(engines: Engines) -> None:
     """Its own llama.cpp context: what the reply's context holds stays as it was."""
-    judge = text_end_of_turn(engines.llm, Config().endpointing)
+    judge = text_end_of_turn(engines.llm, ON)
     assert judge is not None
     before = engines.llm.cached_tokens  # type: ignore[attr-defined]
     judge.probability_complete("Where is the whale skeleton")
@@ -48,9 +51,6 @@ def test_it_is_off_at_zero_and_without_a_local_model() -> None:
         def end_of_turn_model(self) -> str:
             return "judge"
 
-    endpoint = Config().endpointing
-    assert text_end_of_turn(Remote(), endpoint) is None
-    assert text_end_of_turn(Local(), endpoint) == "judge"
-    from dataclasses import replace
-
-    assert text_end_of_turn(Local(), replace(endpoint, text_incomplete_below=0.0)) is None
+    assert text_end_of_turn(Remote(), ON) is None
+    assert text_end_of_turn(Local(), ON) == "judge"
+    assert text_end_of_turn(Local(), Config().endpointing) is None  # off by default

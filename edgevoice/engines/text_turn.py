@@ -25,8 +25,11 @@ from edgevoice.errors import TurnError
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["TextEndOfTurn", "sentence_words"]
+__all__ = ["MEASURED_THRESHOLD", "TextEndOfTurn", "sentence_words"]
 
+MEASURED_THRESHOLD = 0.005
+"""``endpointing.text_incomplete_below`` chosen for the default model on the development halves
+(``scripts/text_turn_eval.py``)."""
 N_CTX = 128
 SENTINEL = "\u2063TEXT\u2063"
 ENDINGS = frozenset({"?", ".", "!", "?!", "!?", "...", "\u2026", '?"', '."', '!"', "?)", ".)"})

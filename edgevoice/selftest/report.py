@@ -124,8 +124,9 @@ def verdict_total(result: SessionResult, budget_ms: float) -> Row:
 
 
 def exit_code(result: SessionResult, budget_ms: float) -> int:
-    """0: every turn answered and p95 voice-to-voice within budget; 1: over budget; 2: turns went unanswered."""
-    if not result.turns or any(t.get("voice_to_voice_ms") is None for t in result.turns):
+    """0: every utterance answered and p95 voice-to-voice within budget; 1: over budget; 2: utterances went
+    unanswered (a split utterance is answered by its second turn: it counts among the half-sentence replies)."""
+    if not result.turns or any(t.get("voice_to_voice_ms") is None for t in _answering(result)):
         return 2
     total = verdict_total(result, budget_ms)
     if total.p95_ms is None:
