@@ -45,10 +45,10 @@ PARTIAL_FRAMES = 31
 PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 SPECULATION_WAIT_S = 0.4
+"""At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
 WORDS_WAIT_S = 1.5
 """The longest a pause that sounds complete waits for its transcript, for the words' verdict (on two busy cores
 the speculative decode can take over a second; the reply could not begin before it anyway)."""
-"""At a pause, how long the listener waits for a speculative decode still running before it asks Smart Turn."""
 MIC_BURST = 160
 """Samples one microphone callback writes at the default ``audio.frame_ms`` (10 ms): the listener sleeps until a frame
 is that close to complete, then polls for it."""

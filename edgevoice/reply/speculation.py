@@ -227,6 +227,7 @@ class SpeculativeReplies:
                 self.transcript = spec.text
         self.decoded.set()
         with self._lock:
+            current = spec.turn_id == self._turn_id and spec.seq == self._seq  # a silence may have come meanwhile
             start = (
                 self.enabled
                 and spec.stable
