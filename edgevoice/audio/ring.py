@@ -35,8 +35,6 @@ Why this is correct across processes, on x86-64 and aarch64:
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import platform
 import struct
@@ -50,6 +48,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.audio.shared_block import UntrackedBlock, libatomic
 from edgevoice.errors import ConfigError, EdgeVoiceError
 
 Ordering = Literal["auto", "plain", "atomic"]
@@ -86,21 +85,6 @@ class _Stop(Protocol):
     def wait(self, timeout: float | None = ...) -> bool: ...
 
 
-def _libatomic() -> tuple[Any, Any]:
-    """``__atomic_load_8`` and ``__atomic_store_8``, called with the GIL held (PyDLL)."""
-    try:
-        lib = ctypes.PyDLL("libatomic.so.1")
-    except OSError as exc:
-        raise EdgeVoiceError(
-            f"this CPU ({platform.machine()}) reorders memory and libatomic.so.1 is missing: install libatomic1",
-            code="ring_no_atomics",
-        ) from exc
-    load, store = getattr(lib, "__atomic_load_8"), getattr(lib, "__atomic_store_8")
-    load.argtypes, load.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_uint64
-    store.argtypes, store.restype = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int], None
-    return load, store
-
-
 class SharedRing:
     """SPSC ring of float32 frames in one shared-memory block. See the module docstring for the protocol."""
 
@@ -115,7 +99,7 @@ class SharedRing:
             raise EdgeVoiceError(f"shared memory {self.name!r} is not an edgevoice ring", code="ring_format")
         if ordering == "auto":
             ordering = "plain" if platform.machine().lower() in ("x86_64", "amd64") else "atomic"
-        atomics = _libatomic() if ordering == "atomic" else None
+        atomics = libatomic() if ordering == "atomic" else None
         self.capacity: int = capacity
         self.channels: int = channels
         self.ordering: Ordering = ordering
@@ -161,7 +145,7 @@ class SharedRing:
     @classmethod
     def attach(cls, name: str, *, ordering: Ordering = "auto") -> SharedRing:
         """Open an existing ring by name (capacity and channels come from its header); never the owner."""
-        block = _UntrackedBlock(name)
+        block = UntrackedBlock(name)
         try:
             return cls(block, owner=False, ordering=ordering)
         except BaseException:
@@ -384,28 +368,6 @@ class SharedRing:
         out[:first] = self._data[i : i + first]
         if k > first:
             out[first:k] = self._data[: k - first]
-
-
-class _UntrackedBlock:
-    """An attached POSIX shared-memory block the resource tracker never hears of (``track=False`` in 3.13)."""
-
-    def __init__(self, name: str) -> None:
-        import _posixshmem  # what SharedMemory itself uses on POSIX
-
-        self.name = name
-        try:
-            fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
-        except FileNotFoundError as exc:
-            raise EdgeVoiceError(f"no shared memory named {name!r}", code="ring_missing") from exc
-        try:
-            self._mmap = mmap.mmap(fd, os.fstat(fd).st_size)
-        finally:
-            os.close(fd)
-        self.buf = memoryview(self._mmap)
-
-    def close(self) -> None:
-        self.buf.release()
-        self._mmap.close()
 
 
 def _attach_pickled(name: str, ordering: Ordering) -> SharedRing:
