@@ -2,7 +2,7 @@
 sentence, read off one forward pass over the transcript (the idea behind LiveKit's turn detector).
 
 Smart Turn judges the sound of a pause, and a voice that hesitates with a falling tone ("Where can I find ... the
-shipwreck gallery?") sounds finished to it. The words say otherwise: after "where can i find" a finished sentence
+nearest exit?") sounds finished to it. The words say otherwise: after "where can i find" a finished sentence
 is unlikely. The transcript goes in as the user's message of the model's own chat template, lower case and without
 punctuation (the recognizer puts a question mark after half a question too), and the probability is that of the
 next token ending the sentence: the end of the message or a full stop, question or exclamation mark.
@@ -14,18 +14,18 @@ the benchmark venues' questions, whole and cut at a random word; ``docs/decision
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgevoice.errors import TurnError
+from edgevoice.words import words
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-__all__ = ["MEASURED_THRESHOLD", "TextEndOfTurn", "sentence_words"]
+__all__ = ["MEASURED_THRESHOLD", "TextEndOfTurn"]
 
 MEASURED_THRESHOLD = 0.005
 """``endpointing.text_incomplete_below`` chosen for the default model on the development halves
@@ -34,12 +34,6 @@ N_CTX = 128
 SENTINEL = "\u2063TEXT\u2063"
 ENDINGS = frozenset({"?", ".", "!", "?!", "!?", "...", "\u2026", '?"', '."', '!"', "?)", ".)"})
 """Tokens (stripped of white space) that end a sentence."""
-_MARKS = re.compile(r"[^\w' ]+")
-
-
-def sentence_words(text: str) -> str:
-    """``text`` as the model reads it: lower case, punctuation dropped, single spaces."""
-    return " ".join(_MARKS.sub(" ", text.lower()).split())
 
 
 class TextEndOfTurn:
@@ -78,7 +72,7 @@ class TextEndOfTurn:
     def probability_complete(self, text: str) -> float:
         """The probability that the next token after ``text`` ends the sentence; 1.0 for no words (nothing to
         judge: the sound decides)."""
-        said = sentence_words(text)
+        said = " ".join(words(text))  # lower case, no punctuation
         if not said:
             return 1.0
         tokens = self._llm.tokenize(said.encode(), add_bos=False, special=False)[: N_CTX - len(self._prefix) - 1]
