@@ -39,11 +39,17 @@ def locate(recording: FloatAudio, clip: FloatAudio, *, start: int, stop: int) ->
     return start + k, float(corr[k]) / energy
 
 
+def loud_frames(clip: FloatAudio, rate: int, *, level: float = 0.01) -> np.ndarray:
+    """The indices of the 10 ms frames of ``clip`` louder than ``level`` (RMS), in order."""
+    hop = rate // 100
+    n = len(clip) // hop
+    return np.flatnonzero(np.sqrt(np.mean(clip[: n * hop].reshape(n, hop) ** 2, axis=1)) > level)
+
+
 def speech_bounds(clip: FloatAudio, rate: int, *, level: float = 0.01) -> tuple[int, int]:
     """First and last sample of the 10 ms frames of ``clip`` louder than ``level`` (RMS): where its speech is."""
     hop = rate // 100
-    n = len(clip) // hop
-    loud = np.flatnonzero(np.sqrt(np.mean(clip[: n * hop].reshape(n, hop) ** 2, axis=1)) > level)
+    loud = loud_frames(clip, rate, level=level)
     if len(loud) == 0:
         raise ValueError("the clip holds no speech")
     return int(loud[0]) * hop, (int(loud[-1]) + 1) * hop
