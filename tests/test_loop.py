@@ -93,6 +93,7 @@ def make_loop(  # type: ignore[no-untyped-def]
     endpoint: EndpointingConfig | None = None,
     text_turn=None,
     turns: list[Turn] | None = None,
+    speculative_reply: bool = False,
 ):
     clock = ManualClock()
     responder = Responder(
@@ -123,6 +124,7 @@ def make_loop(  # type: ignore[no-untyped-def]
         on_trace=on_trace,
         barge_in_level_db=barge_in_level_db,
         text_turn=text_turn,
+        speculative_reply=speculative_reply,
     )
     return loop, responder, traces, done
 
@@ -227,17 +229,19 @@ class WordsJudge:
     """A text end-of-turn judge that gives ``p`` and keeps what it was asked about."""
 
     def __init__(self, p: float) -> None:
-        self.p, self.texts = p, []  # type: ignore[var-annotated]
+        self.p, self.texts, self.threads = p, [], []  # type: ignore[var-annotated]
 
     def probability_complete(self, text: str) -> float:
         self.texts.append(text)
+        self.threads.append(threading.current_thread().name)
         return self.p
 
 
 def test_the_words_are_not_judged_when_the_check_is_off(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     judge = WordsJudge(0.0)
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge)  # the default: off
+    off = EndpointingConfig(text_incomplete_below=0.0)
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=off)
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
         assert done.wait(10)
@@ -263,6 +267,25 @@ def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence
         assert silence_s < 0.5
     else:  # held for the incomplete wait, then ended by the silence
         assert silence_s >= EndpointingConfig().incomplete_max_silence_ms / 1000 - 0.05
+    assert traces[0].reply == "Upstairs."
+
+
+@pytest.mark.parametrize(("p", "started"), [(0.001, 0), (0.3, 1)])
+def test_the_words_are_judged_beside_smart_turn_and_a_reply_begins_only_after_a_whole_sentence(
+    rings: tuple[SharedRing, SharedRing], p: float, started: int
+) -> None:
+    mic, spk = rings
+    judge = WordsJudge(p)
+    endpoint = EndpointingConfig(text_incomplete_below=0.005)
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=endpoint, speculative_reply=True)
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
+        assert done.wait(10)
+    # the recognition worker asks, right after its decode, while the listener asks Smart Turn about the sound
+    assert judge.threads == ["edgevoice-asr"]
+    # half a sentence gets no reply begun for it; a whole one gets it, and it is the one heard
+    assert loop.speculation.counts["started"] == started
+    assert loop.speculation.counts["adopted"] == started
     assert traces[0].reply == "Upstairs."
 
 

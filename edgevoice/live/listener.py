@@ -16,7 +16,7 @@ from edgevoice.audio.capture import NearEndGate
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
-from edgevoice.interfaces import EndOfTurn, FloatAudio, TextEndOfTurn
+from edgevoice.interfaces import EndOfTurn, FloatAudio
 from edgevoice.listen.endpointing import (
     CutTurnPause,
     Endpointer,
@@ -74,12 +74,11 @@ class Listener:
         stop: threading.Event,
         errors: list[EdgeVoiceError],
         activation: Activation | None = None,
-        text_turn: TextEndOfTurn | None = None,
     ) -> None:
-        """``activation``: when to listen (:mod:`edgevoice.live.activation`); None listens always. ``text_turn``:
-        judges the transcript when Smart Turn finds a pause complete (``endpointing.text_incomplete_below``)."""
+        """``activation``: when to listen (:mod:`edgevoice.live.activation`); None listens always. When Smart Turn
+        finds a pause complete, the words' verdict that ``speculation`` took on the transcript may still find it
+        incomplete (``endpointing.text_incomplete_below``)."""
         self.mic, self.vad, self.turn_model, self.endpointer = mic, vad, turn_model, endpointer
-        self.text_turn = text_turn
         self.asr, self.speculation, self.answerer, self.gate = asr, speculation, answerer, gate
         self.clock, self._stop, self.errors = clock, stop, errors
         self.samples_in = 0
@@ -93,8 +92,6 @@ class Listener:
         """A turn cut at ``max_turn_s``, waiting for the visitor to pause before it is answered."""
         self._early_verdict: float | None = None
         """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
-        self._early_words: float | None = None
-        """The transcript's verdict taken with it (None: none, or not asked)."""
         self._silence_audio: list[FloatAudio] | None = None
         """The turn's frames up to the moment the visitor fell silent (for the early verdict)."""
         self._loud = 0
@@ -247,7 +244,7 @@ class Listener:
         self._turn = list(self._preroll)
         self._turn_id = next(self._ids)
         self._segment_start = self._last_partial = 0
-        self._early_verdict = self._silence_audio = self._early_words = None
+        self._early_verdict = self._silence_audio = None
         self.speculation.open_turn(self._turn_id)
         self.asr.start_turn(self._turn_id)
 
@@ -255,7 +252,6 @@ class Listener:
         """Smart Turn's verdict on the turn at a pause; an incomplete turn's audio so far is decoded now."""
         assert self._turn is not None
         early, self._early_verdict = self._early_verdict, None
-        early_words, self._early_words = self._early_words, None
         valid = self.speculation.valid
         if early is not None and valid:  # asked at the silence's onset, nothing said since
             p = early
@@ -265,12 +261,8 @@ class Listener:
                 # small machine; one after the other both are done sooner
                 self.speculation.decoded.wait(SPECULATION_WAIT_S)
             p = self._turn_probability(np.concatenate(self._turn))
-            early_words = None
         if p >= self.endpointer.config.complete_threshold:
-            if early_words is None and self._judges_words() and valid:
-                # the reply needs this transcript anyway: waiting for it delays no answer
-                self.speculation.decoded.wait(WORDS_WAIT_S)
-            words = early_words if early_words is not None else self._words_probability()
+            words = self._words_probability()
             if words is not None and words < self.endpointer.config.text_incomplete_below:
                 log.info("turn %d: sounds complete (%.2f), but its words do not end a sentence (%.3f): %r",
                          self._turn_id, p, words, self.speculation.transcript)  # fmt: skip
@@ -328,7 +320,7 @@ class Listener:
             return
         turn = self._turn
         if any(isinstance(e, SilenceEnd) for e in events):
-            self._early_verdict = self._silence_audio = self._early_words = None
+            self._early_verdict = self._silence_audio = None
             self.speculation.invalidate()  # the visitor goes on: what was begun for the pause is moot
         elif any(isinstance(e, Silence) for e in events):
             self.speculation.silence(lambda: self.asr.speculate(np.concatenate(turn[self._segment_start :])))
@@ -345,8 +337,6 @@ class Listener:
             silence = np.zeros(int(self.endpointer.config.silence_ms * RATE / 1000) - FRAME, np.float32)
             self._early_verdict = self._turn_probability(np.concatenate([*self._silence_audio, silence]))
             self._silence_audio = None
-            if self._early_verdict >= self.endpointer.config.complete_threshold:
-                self._early_words = self._words_probability()
 
     def _turn_probability(self, audio: FloatAudio) -> float:
         """Smart Turn's probability that the turn is complete; 0 (wait for the silence timeout) if it fails."""
@@ -357,23 +347,15 @@ class Listener:
             self.errors.append(exc)
             return 0.0
 
-    def _judges_words(self) -> bool:
-        return self.text_turn is not None and self.endpointer.config.text_incomplete_below > 0.0
-
     def _words_probability(self) -> float | None:
-        """The transcript's verdict (:attr:`text_turn`) on the turn as the speculative decode heard it at the
-        visitor's silence; None when there is nothing to judge (no judge, no decode for this silence, or it
-        failed: the sound decides alone)."""
-        if self.text_turn is None or not self._judges_words():
+        """The words' verdict on the turn as the speculative decode heard it at the visitor's silence, taken by the
+        recognition worker while Smart Turn judged the sound (:class:`SpeculativeReplies`); None when there is
+        nothing to judge (no judge, no decode for this silence, or it failed: the sound decides alone)."""
+        if not (self.speculation.judges_words and self.speculation.valid):
             return None
-        if not (self.speculation.valid and self.speculation.decoded.is_set() and self.speculation.transcript):
-            return None
-        try:
-            return self.text_turn.probability_complete(self.speculation.transcript)
-        except EdgeVoiceError as exc:
-            log.error("text end-of-turn failed, the sound decides: %s", exc)
-            self.errors.append(exc)
-            return None
+        # the reply waits for this verdict too: waiting for it delays no answer
+        self.speculation.judged.wait(WORDS_WAIT_S)
+        return self.speculation.words_complete
 
     def _speech_over_reply(self, frame: FloatAudio, probability: float) -> bool:
         """Speech by the VAD, and with echo cancellation also as loud as the level that pauses the speaker: the VAD

@@ -93,8 +93,8 @@ class VoiceLoop:
 
         ``activation``: when the listener listens (:mod:`edgevoice.live.activation`); None: always.
 
-        ``text_turn``: judges the words of a pause Smart Turn finds complete; by default the responder's local
-        language model's judge (:func:`text_end_of_turn`).
+        ``text_turn``: judges the words of a pause Smart Turn finds complete, on the recognition worker right after
+        the speculative decode; by default the responder's local language model's judge (:func:`text_end_of_turn`).
 
         ``on_trace`` gets each finished turn; ``on_event`` gets the events of :mod:`edgevoice.live.events` (partial
         transcripts, a reply's first audio, barge-ins, fallbacks). Both run on the loop's threads.
@@ -137,6 +137,9 @@ class VoiceLoop:
             busy=lambda: self.answerer.busy,
             prefill=responder.prefill_turn,
             stop=self._stop,
+            words=text_turn if text_turn is not None else text_end_of_turn(responder.llm, endpoint),
+            incomplete_below=endpoint.text_incomplete_below,
+            errors=self.errors,
         )
         self.listener = Listener(
             mic=mic,
@@ -151,7 +154,6 @@ class VoiceLoop:
             stop=self._stop,
             errors=self.errors,
             activation=activation,
-            text_turn=text_turn if text_turn is not None else text_end_of_turn(responder.llm, endpoint),
         )
 
     def _emit(self, event: LoopEvent) -> None:

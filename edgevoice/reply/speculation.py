@@ -21,8 +21,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import Transcript
-from edgevoice.interfaces import FloatAudio
+from edgevoice.interfaces import FloatAudio, TextEndOfTurn
 from edgevoice.listen.streaming_asr import Speculation
 from edgevoice.reply.responder import ReplyTrace, Responder
 
@@ -138,7 +139,11 @@ class SpeculativeReplies:
     making a sound again or pausing incompletely (:meth:`invalidate`), and decides at the turn's end
     (:meth:`close_turn`). The recognition worker reports each speculative decode (:meth:`on_decoded`); the reply it
     starts goes to ``submit`` (the responder's queue) when ``busy()`` is false, else the transcript only goes to
-    ``prefill`` (the language model's cache)."""
+    ``prefill`` (the language model's cache).
+
+    ``words``: the transcript's own end-of-turn judge, asked by the recognition worker right after the decode, while
+    the listener asks Smart Turn about the sound: the two verdicts are taken side by side, and the reply starts only
+    after the words' one, when it is at least ``incomplete_below`` (a reply to half a sentence would be dropped)."""
 
     def __init__(
         self,
@@ -148,13 +153,23 @@ class SpeculativeReplies:
         busy: Callable[[], bool],
         prefill: Callable[[str], object],
         stop: threading.Event,
+        words: TextEndOfTurn | None = None,
+        incomplete_below: float = 0.0,
+        errors: list[EdgeVoiceError] | None = None,
     ) -> None:
         self.enabled = enabled
+        self._words = words if incomplete_below > 0.0 else None
+        self.incomplete_below = incomplete_below
+        self.errors = errors if errors is not None else []
         self.counts = {"started": 0, "adopted": 0, "dropped": 0}
         self.decoded = threading.Event()
         """Set when the latest speculative decode is done (cleared at each silence)."""
         self.transcript = ""
         """The turn's transcript as of the latest speculative decode (valid while :attr:`decoded` is set)."""
+        self.judged = threading.Event()
+        """Set when the words' verdict on the latest speculative decode is in (:attr:`words_complete`)."""
+        self.words_complete: float | None = None
+        """The words' probability that the transcript ends a sentence; None: not judged (no judge, or it failed)."""
         self._submit, self._busy, self._prefill, self._stop = submit, busy, prefill, stop
         self._lock = threading.Lock()
         self._turn_id = 0
@@ -162,6 +177,10 @@ class SpeculativeReplies:
         self._valid = False
         self._open = False
         self._reply: SpeculativeReply | None = None
+
+    @property
+    def judges_words(self) -> bool:
+        return self._words is not None
 
     @property
     def valid(self) -> bool:
@@ -179,7 +198,9 @@ class SpeculativeReplies:
             self._valid = True
             self._seq = speculate()
             self.transcript = ""
+            self.words_complete = None
         self.decoded.clear()
+        self.judged.clear()
 
     def invalidate(self) -> None:
         """The visitor goes on (or the pause was incomplete): what was begun for the silence is moot."""
@@ -219,19 +240,25 @@ class SpeculativeReplies:
 
     # -- the recognition worker's side ----------------------------------------------------------------------------
     def on_decoded(self, spec: Speculation) -> None:
-        """The tail is decoded: begin the reply now if all is ready for it, else at least put the question into the
-        language model's cache."""
+        """The tail is decoded: judge its words (when asked to), then begin the reply now if all is ready for it and
+        the words may end the turn, else at least put the question into the language model's cache."""
         with self._lock:
             current = spec.turn_id == self._turn_id and spec.seq == self._seq
             if current:
                 self.transcript = spec.text
         self.decoded.set()
+        words = self._judge(spec.text) if current else None
         with self._lock:
             current = spec.turn_id == self._turn_id and spec.seq == self._seq  # a silence may have come meanwhile
+            if current:
+                self.words_complete = words
+                self.judged.set()
+            unfinished = words is not None and words < self.incomplete_below
             start = (
                 self.enabled
                 and spec.stable
                 and current
+                and not unfinished
                 and self._valid
                 and self._open
                 and self._reply is None
@@ -239,8 +266,8 @@ class SpeculativeReplies:
                 and not self._stop.is_set()
             )
             log.debug(
-                "speculation %d.%d stable=%s current=%s valid=%s open=%s: %s",
-                spec.turn_id, spec.seq, spec.stable, current, self._valid, self._open,
+                "speculation %d.%d stable=%s current=%s valid=%s open=%s words=%s: %s",
+                spec.turn_id, spec.seq, spec.stable, current, self._valid, self._open, words,
                 "reply begun" if start else "prefill",
             )  # fmt: skip
             if start:
@@ -250,3 +277,15 @@ class SpeculativeReplies:
                 self._submit(reply)
         if not start:
             self._prefill(spec.text)
+
+    def _judge(self, text: str) -> float | None:
+        """The words' verdict on ``text``; None when there is no judge, no words, or it failed (logged: the sound
+        decides alone)."""
+        if self._words is None or not text.strip():
+            return None
+        try:
+            return self._words.probability_complete(text)
+        except EdgeVoiceError as exc:
+            log.error("text end-of-turn failed, the sound decides: %s", exc)
+            self.errors.append(exc)
+            return None
