@@ -9,6 +9,7 @@ from edgevoice.bench.pipeline import Variant, answered_by, format_pipeline, summ
 from edgevoice.config import Config
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.selftest.session import SessionResult
+from edgevoice.selftest.utterances import Utterance
 
 
 def word_kiosk() -> Kiosk:
@@ -104,9 +105,47 @@ def test_the_ablation_flips_each_technique_from_the_configured_value_and_shows_o
     on, off = (line.split() for line in lines[2:4])
     # presynthesis is off in this configuration: the flipped row is its "on", the configured row its "off"
     assert on[:7] == ["presynthesized", "replies", "on", "1300", "1930", "600", "66"]
-    assert off[:4] == ["off", "1450", "1945", "900"] and off[-1] == f"{1450 / 1300:.2f}"
+    assert off[:4] == ["off", "1450", "1945", "900"] and off[-2:] == [f"{1450 / 1300:.2f}", "-"]
     spec_on, spec_off = (line.split() for line in lines[4:6])
-    assert spec_on[3] == "1450" and spec_off[1] == "1800" and spec_off[-1] == f"{1800 / 1450:.2f}"
+    assert spec_on[3] == "1450" and spec_off[1] == "1800" and spec_off[-2] == f"{1800 / 1450:.2f}"
+
+
+def test_the_words_check_is_switched_by_its_threshold_and_the_table_counts_half_sentence_replies() -> None:
+    import pytest
+
+    from edgevoice.bench.pipeline import TECHNIQUES, ablation_variants, format_ablation
+    from edgevoice.engines.text_turn import MEASURED_THRESHOLD
+    from edgevoice.errors import ConfigError
+
+    (words,) = [t for t in TECHNIQUES if t.key == "endpointing.text_incomplete_below"]
+    config = Config()
+    off = replace(config, endpointing=replace(config.endpointing, text_incomplete_below=0.0))
+    on = replace(config, endpointing=replace(config.endpointing, text_incomplete_below=0.02))
+    assert not words.value(off) and words.value(on)
+    assert ablation_variants(off, [words])[1].overrides == {
+        "endpointing": {"text_incomplete_below": MEASURED_THRESHOLD}
+    }
+    (flipped,) = ablation_variants(on, [words])[1:]
+    assert flipped.name == "words' end of turn off" and flipped.overrides == {
+        "endpointing": {"text_incomplete_below": 0.0}
+    }
+    with pytest.raises(ConfigError, match="not a number key"):
+        replace(words, key="tts.presynthesize").value(config)
+
+    kiosk = word_kiosk()
+
+    def row(split: bool) -> dict[str, object]:
+        result = SessionResult(
+            turns=[turn("Where can I leave?" if split else "Where can I leave my coat?", 900, 0)],
+            split=[split],
+            speaker_side_s=[0.9],
+            utterances=[Utterance("coat_pause", "Where can I leave | my coat?")],
+        )
+        return summarize(Variant("x", {}), result, kiosk)
+
+    # the check is off in this configuration: the flipped row (no split) is its "on"
+    lines = format_ablation([row(True), row(False)], [words], off).splitlines()
+    assert lines[2].split()[-1] == "0/1" and lines[3].split()[-1] == "1/1"
 
 
 def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_and_prints_the_table(
@@ -134,4 +173,4 @@ def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_
     assert "ablation: voice-to-voice with each technique on and off" in out
     on, off = (line.split() for line in out.splitlines()[-3:-1])
     assert on[:5] == ["presynthesized", "replies", "on", "500", "500"] and off[:3] == ["off", "600", "600"]
-    assert off[-1] == "1.20"
+    assert off[-2:] == ["1.20", "-"]

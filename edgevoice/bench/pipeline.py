@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from edgevoice.config import Config
 from edgevoice.config.file import Overrides, write_config
 from edgevoice.config.load import load_config
+from edgevoice.engines.text_turn import MEASURED_THRESHOLD
 from edgevoice.errors import ConfigError
 from edgevoice.trace import percentile
 
@@ -39,35 +40,48 @@ class Variant:
 
 @dataclass(frozen=True)
 class Technique:
-    """A latency technique switched by one boolean config key (``section.key``): the ablation runs the pipeline with
-    it flipped from the configured value, beside the configuration itself."""
+    """A technique switched by one config key (``section.key``): the ablation runs the pipeline with it flipped
+    from the configured value, beside the configuration itself. A true/false key by default; a key with another
+    kind of value names the value that turns it ``off`` and the one that turns it ``on``."""
 
     name: str
     key: str
     """``section.key``, e.g. ``tts.presynthesize``."""
+    on: bool | float = True
+    off: bool | float = False
+
+    def _configured(self, config: Config) -> object:
+        section, _, key = self.key.partition(".")
+        return getattr(getattr(config, section, None), key, None)
 
     def value(self, config: Config) -> bool:
-        section, _, key = self.key.partition(".")
-        value = getattr(getattr(config, section, None), key, None)
-        if not isinstance(value, bool):
-            raise ConfigError(f"--ablation {self.key}: not a true/false key of the configuration")
-        return value
+        """Whether the technique is on in ``config``."""
+        value = self._configured(config)
+        if isinstance(self.on, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"--ablation {self.key}: not a true/false key of the configuration")
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"--ablation {self.key}: not a number key of the configuration")
+        return value != self.off
 
     def flipped(self, config: Config) -> Variant:
         """The configuration with this technique switched the other way."""
         on = self.value(config)
         section, _, key = self.key.partition(".")
-        return Variant(f"{self.name} {'off' if on else 'on'}", {section: {key: not on}})
+        return Variant(f"{self.name} {'off' if on else 'on'}", {section: {key: self.off if on else self.on}})
 
 
 TECHNIQUES = (
     Technique("presynthesized replies", "tts.presynthesize"),
     Technique("speculative reply", "endpointing.speculative_reply"),
     Technique("direct answers", "kiosk.direct_answers"),
+    Technique("words' end of turn", "endpointing.text_incomplete_below", on=MEASURED_THRESHOLD, off=0.0),
 )
 """What `edgevoice bench --pipeline --ablation` switches, one at a time: the reply audio made ahead of time, the
-reply begun at the pause, and the knowledge's answers spoken without the model. A new technique with a switch adds
-one line here (or is named on the command line: ``--ablation section.key``)."""
+reply begun at the pause, the knowledge's answers spoken without the model, and a pause judged by its words as well
+as its sound. A new technique with a switch adds one line here (or is named on the command line: ``--ablation
+section.key``, a true/false key)."""
 
 
 def technique(key: str) -> Technique:
@@ -132,6 +146,8 @@ def answered_by(kiosk: Kiosk, transcript: str) -> str:
 
 def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str, Any]:
     """One configuration's row: medians over all turns and over the model's turns, and every turn."""
+    from edgevoice.selftest.report import half_sentence_replies
+
     per_turn = []
     for i, turn in enumerate(result.turns):
         side = result.speaker_side_s[i] if i < len(result.speaker_side_s) else None
@@ -169,6 +185,7 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
         "trace_p50_ms": _round(percentile(trace, 50)),
         "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
         "output_underruns": result.stopped.get("output_underruns"),
+        "half_sentence_replies": dict(zip(("split", "paused"), half_sentence_replies(result), strict=True)),
         "per_turn": per_turn,
     }
 
@@ -217,7 +234,8 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
 def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Technique], config: Config) -> str:
     """Each technique on and off side by side: the configured row (``rows[0]``) and the row with that technique
     flipped (``rows[1:]``, in the order of ``techniques``). Columns: all turns' p50 and p95 on the speaker side,
-    the direct answers' and the model's p50, and the off/on ratio of the p50."""
+    the direct answers' and the model's p50, the off/on ratio of the p50, and the questions with a pause in
+    mid-sentence answered in two halves."""
 
     def fmt(v: object) -> str:
         return "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v)
@@ -225,7 +243,7 @@ def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Techniq
     lines = [
         "ablation: voice-to-voice with each technique on and off (speaker side, ms; one run, same machine)",
         f"{'technique':<26}{'':>4}{'p50':>8}{'p95':>8}{'direct p50':>12}{'commit>audio':>14}{'model p50':>11}"
-        f"{'off/on':>8}",
+        f"{'off/on':>8}{'halves':>8}",
     ]
     for t, flipped in zip(techniques, rows[1:], strict=True):
         on, off = (rows[0], flipped) if t.value(config) else (flipped, rows[0])
@@ -237,9 +255,16 @@ def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Techniq
                 f"{t.name if label == 'on' else '':<26}{label:>4}{fmt(row['speaker_side_p50_ms']):>8}"
                 f"{fmt(row['speaker_side_p95_ms']):>8}{fmt(row['direct_speaker_side_p50_ms']):>12}"
                 f"{fmt(row['direct_commit_to_audio_p50_ms']):>14}{fmt(row['model_speaker_side_p50_ms']):>11}{ratio:>8}"
+                f"{_halves(row):>8}"
             )
     lines.append(
         "direct p50: the turns answered with an entry's own words; commit>audio: their commit to first synthesized "
-        "audio (recognition, first token, first clause, synthesis)"
+        "audio (recognition, first token, first clause, synthesis); halves: questions with a pause in mid-sentence "
+        "answered in two halves, of those asked"
     )
     return "\n".join(lines)
+
+
+def _halves(row: dict[str, Any]) -> str:
+    halves = row.get("half_sentence_replies") or {}
+    return f"{halves['split']}/{halves['paused']}" if halves.get("paused") else "-"
