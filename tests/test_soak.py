@@ -61,6 +61,7 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
         kiosk=replace(config.kiosk, direct_answers=False),  # every turn through the language model and its history
     )
     clips = [u.audio() for u in UTTERANCES if u.voice == KIOSK_VOICE]  # whole questions, all heard alike
+    trailing = int(RATE * (config.endpointing.incomplete_max_silence_ms / 1000 + 0.5))
     traces: list[ReplyTrace] = []
     rss: dict[int, float] = {}
     done = threading.Event()
@@ -75,7 +76,9 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
         for i in range(TURNS):
             done.clear()
             audio = np.concatenate([np.zeros(RATE // 4, np.float32), clips[i % len(clips)]])
-            loop.mic.write(np.concatenate([audio, np.zeros(RATE, np.float32)]))
+            # silence long enough for a question whose words sound unfinished ("Can I take photos inside?") to end
+            # at the silence timeout: the listener's time runs on the samples it is fed
+            loop.mic.write(np.concatenate([audio, np.zeros(trailing, np.float32)]))
             assert done.wait(120), f"turn {i + 1} was not answered"
             poll(loop.idle, 60)  # settled before the next question (or it is fed on top of whatever is left)
     elapsed = time.monotonic() - t0
