@@ -29,6 +29,7 @@ class HalvingEcho:
     """Stands in for the echo path: halves the signal and records which frames it saw."""
 
     delay = 128
+    settling = False
 
     def __init__(self, fail_after: int | None = None) -> None:
         self.frames: list[int] = []
@@ -110,6 +111,25 @@ def test_one_frame_well_above_the_level_pauses_at_once(rings: tuple[SharedRing, 
     gate.feed(level(-60))
     gate.feed(level(-29))
     assert playback.paused
+
+
+def test_while_the_canceller_settles_the_gate_wants_a_louder_voice(rings: tuple[SharedRing, SharedRing]) -> None:
+    mic, spk = rings
+    playback = PlaybackControl(spk)
+    gate = NearEndGate(playback, level_db=-40.0, strong_margin_db=10.0, settling_margin_db=10.0)
+    echo = HalvingEcho()
+    echo.settling = True
+    front = CaptureFrontEnd(mic, echo, gate)  # type: ignore[arg-type]
+    gate.armed = True
+    front(level(-29, 3 * FRAME))  # halved: -35 dBFS, a fresh canceller's residue can come this near
+    assert not playback.paused and gate.settling and not gate.is_loud(level(-35))
+    assert gate.is_loud(level(-25))
+    front(level(-19))  # -25 dBFS: a visitor
+    assert playback.paused and gate.pauses == 1
+    playback.paused = False
+    echo.settling = False  # converged: the usual level
+    front(level(-29))
+    assert playback.paused and gate.pauses == 2 and not gate.settling
 
 
 def test_an_unconfirmed_pause_resumes_after_the_confirmation_window(rings: tuple[SharedRing, SharedRing]) -> None:

@@ -135,3 +135,24 @@ def test_a_restart_swaps_the_canceller_at_the_next_frame_and_drops_the_stale_ref
         assert reference.available() == 0
         path.close()
     assert log[-1] == "close a.2"
+
+
+def test_the_canceller_is_settling_for_its_first_seconds_of_the_kiosks_voice_and_again_after_a_restart() -> None:
+    from edgevoice.audio.echo_path import SETTLING_S
+
+    frame = np.zeros(160, np.float32)
+    with SharedRing.create(RATE * 10) as reference:
+        path = EchoPath(CountingCanceller([], "a"), reference, RATE)  # type: ignore[arg-type]
+        for _ in range(1000):  # ten seconds of listening: the canceller learns nothing of its echo
+            path.process(frame, speaking=False)
+        assert path.settling
+        spoken = int(SETTLING_S * RATE) // 160
+        for _ in range(spoken - 1):
+            path.process(frame, speaking=True)
+        assert path.settling
+        path.process(frame, speaking=True)
+        assert not path.settling
+        path.restart()  # a stream reopened: a new echo path, learnt anew
+        path.process(frame, speaking=False)
+        assert path.settling
+        path.close()

@@ -186,7 +186,7 @@ def test_the_sound_devices_vanish_and_come_back_and_the_streams_reopen(
         status_socket(tmp_path) as (address, statuses),
         appliance(pulse, store, tmp_path, env={"NOTIFY_SOCKET": address}) as app,
     ):
-        assert_answered(ask(pulse, app, speak, QUESTIONS[0]), QUESTIONS[0])
+        assert_answered(ask(pulse, app, speak, QUESTIONS[0]), QUESTIONS[0], log=app.stderr_tail(6000))
         pulse.unload_sink("mic")  # a USB speakerphone unplugged: microphone and loudspeaker gone at once
         pulse.unload_sink("spk")
         # the appliance notices (no callbacks for a second) and retries every second
@@ -239,6 +239,6 @@ def test_a_full_or_read_only_disk_does_not_stop_the_kiosk(
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True)
     for question, turn in zip(QUESTIONS, turns, strict=True):
-        assert_answered(turn, question)
+        assert_answered(turn, question, stopped, log)
     assert stopped["output_underruns"] == 0
     assert "cannot write" in log, log[-2000:]  # reported, not fatal

@@ -540,6 +540,7 @@ class PassThroughEcho:
     """An echo path whose canceller passes the microphone through (the test supplies "cleaned" audio directly)."""
 
     delay = 0
+    settling = False  # converged: the gate's level is the configured one
 
     def process(self, frame: np.ndarray, *, speaking: bool) -> np.ndarray:
         return frame

@@ -48,6 +48,12 @@ class NearEndGate:
     confirmation, the reply resumes where it stopped.
 
     Fed from the capture callback only; the loop arms it while a reply plays (:attr:`armed`).
+
+    While the canceller is still settling (:attr:`settling`: its first seconds of the kiosk's voice after a start or
+    a restart) the level is ``settling_margin_db`` higher. Measured live (a room with the echo 10 dB down): the first
+    reply's residue peaked at -50 to -52 dBFS about a second in and fell below -90 dBFS after 2.5 s, while every later
+    reply peaked at -79 to -95; a CI run saw a first reply cut by its own echo. A visitor talking over the kiosk is
+    louder than that margin (speech at the microphone: -20 to -30 dBFS).
     """
 
     def __init__(
@@ -58,14 +64,18 @@ class NearEndGate:
         frames: int = 1,
         strong_margin_db: float = 10.0,
         confirm_s: float = 0.5,
+        settling_margin_db: float = 10.0,
     ) -> None:
         self.playback = playback
         self.level_db = level_db
         self.frames = frames
-        self.strong_db = level_db + strong_margin_db
+        self.strong_margin_db = strong_margin_db
         self.confirm_s = confirm_s
+        self.settling_margin_db = settling_margin_db
         self.armed = False
         """Set by the loop while a reply is playing and not cancelled."""
+        self.settling = False
+        """Set by the capture front end while the echo canceller has not yet heard enough of the kiosk's voice."""
         self.pauses = 0
         self.false_pauses = 0
         """Pauses the VAD did not confirm (the reply resumed)."""
@@ -76,9 +86,14 @@ class NearEndGate:
         self._loud = 0
         self._paused_for = 0
 
+    @property
+    def level(self) -> float:
+        """The level (dBFS) above which the cleaned microphone pauses the speaker now."""
+        return self.level_db + self.settling_margin_db if self.settling else self.level_db
+
     def is_loud(self, frame: FloatAudio) -> bool:
         """Whether ``frame`` (echo-cancelled) is above the level that pauses the speaker."""
-        return dbfs(frame) > self.level_db
+        return dbfs(frame) > self.level
 
     def feed(self, cleaned: FloatAudio) -> None:
         """One 10 ms frame of the echo-cancelled microphone."""
@@ -97,9 +112,9 @@ class NearEndGate:
                 self._loud = 0
                 self.false_pauses += 1
             return
-        level = dbfs(cleaned)
-        self._loud = self._loud + 1 if level > self.level_db else 0
-        if self._loud >= self.frames or level > self.strong_db:
+        level, threshold = dbfs(cleaned), self.level
+        self._loud = self._loud + 1 if level > threshold else 0
+        if self._loud >= self.frames or level > threshold + self.strong_margin_db:
             playback.paused = True
             self.pauses += 1
             self.paused_at = self.samples
@@ -165,6 +180,7 @@ class CaptureFrontEnd:
             frame = pending[start : start + FRAME]
             out[start : start + FRAME] = cleaned = self._clean(frame, speaking)
             if self.gate is not None:
+                self.gate.settling = self.echo.settling
                 self.gate.feed(cleaned)
         self._pending = pending[usable:].copy()
         if usable:

@@ -26,6 +26,9 @@ FRAME = RATE // 100
 REFERENCE_KEPT_S = 0.2
 """On a restart, the reference older than this is dropped: longer than any output plus input latency, shorter than
 what queues while one stream is gone and the other is back (a second)."""
+SETTLING_S = 3.0
+"""How much of the kiosk's voice a fresh canceller hears before it is trusted to have converged: live, the first
+reply's residue peaked about a second in and fell to where later replies stay after 2.5 s."""
 
 
 @dataclass(slots=True)
@@ -64,6 +67,8 @@ class EchoPath:
         """A fresh canceller waiting to replace :attr:`canceller` at the next frame (see :meth:`restart`)."""
         self._renewal_lock = threading.Lock()
         self.restarts = 0
+        self.heard = 0
+        """Samples cancelled while the kiosk spoke, since the canceller (re)started."""
         self._total = ReplyEcho()
         self._reply = ReplyEcho()
 
@@ -103,6 +108,7 @@ class EchoPath:
             self.reference.read(stale)
         self._resampler = self._new_resampler()
         self._render = np.zeros(0, dtype=np.float32)
+        self.heard = 0
         self.restarts += 1
 
     def process(self, frame: FloatAudio, *, speaking: bool) -> FloatAudio:
@@ -120,9 +126,16 @@ class EchoPath:
             self._render = self._render[FRAME:]
         cleaned = self.canceller.process_capture(frame)
         if speaking:
+            self.heard += len(frame)
             self._total.add(frame, cleaned)
             self._reply.add(frame, cleaned)
         return cleaned
+
+    @property
+    def settling(self) -> bool:
+        """Whether the canceller has heard less than :data:`SETTLING_S` of the kiosk's voice since it (re)started:
+        its residue may still come near the barge-in level."""
+        return self.heard < SETTLING_S * RATE
 
     @property
     def delay(self) -> int:
