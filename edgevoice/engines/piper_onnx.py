@@ -91,7 +91,7 @@ class PiperSynthesizer:
             self._config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
         except (ValueError, KeyError) as exc:
             raise ModelFormatError(f"{config_path} is not a Piper voice config ({exc})") from exc
-        self._session = open_session(model_path, threads=threads, providers=PROVIDERS[provider])
+        self._session = open_session(model_path, threads=threads, providers=PROVIDERS[provider], varying_shapes=True)
         self.sample_rate: int = self._config.sample_rate
         self._scales = np.array(
             [
