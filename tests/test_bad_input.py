@@ -24,10 +24,8 @@ import pytest
 from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
-from edgevoice.engines.text_turn import MEASURED_THRESHOLD
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
-from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.selftest.measure import speech_bounds
@@ -213,17 +211,13 @@ def test_a_two_minute_monologue_is_capped_and_answered_once_after_the_pause(
     assert sum(np.count_nonzero(c) for c in session.played) > 0
 
 
-WORDS_JUDGED = Config(endpointing=EndpointingConfig(text_incomplete_below=MEASURED_THRESHOLD))
-
-
-@pytest.mark.parametrize("session", [WORDS_JUDGED], indirect=True, ids=["words judged"])
 @pytest.mark.parametrize("utterance", [u for u in UTTERANCES if u.paused], ids=lambda u: u.name)
 def test_a_question_with_a_pause_in_mid_sentence_is_answered_once_as_a_whole(
     session: Session, utterance: Utterance
 ) -> None:
     """The self-test's recordings with a 0.6 s hesitation inside the question, in voices other than the kiosk's, fed
-    in real time, with the words' verdict on: one turn, holding the whole question (its audio and words after the
-    pause), and no reply to the first half."""
+    in real time, on the defaults (the words' verdict on): one turn, holding the whole question (its audio and words
+    after the pause), and no reply to the first half."""
     audio = utterance.audio()
     turns = session.hear(audio, paced=True)
     spoken = session.spoken(turns)

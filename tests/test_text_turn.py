@@ -49,4 +49,6 @@ def test_it_is_off_at_zero_and_without_a_local_model() -> None:
 
     assert text_end_of_turn(Remote(), ON) is None
     assert text_end_of_turn(Local(), ON) == "judge"
-    assert text_end_of_turn(Local(), Config().endpointing) is None  # off by default
+    assert text_end_of_turn(Local(), EndpointingConfig(text_incomplete_below=0.0)) is None
+    # on by default, at the threshold measured for the default model (scripts/text_turn_eval.py)
+    assert Config().endpointing.text_incomplete_below == MEASURED_THRESHOLD

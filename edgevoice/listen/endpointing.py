@@ -54,12 +54,11 @@ class EndpointingConfig:
     """Shorter voiced blips neither start nor resume a turn."""
     complete_threshold: float = field(default=0.5, metadata=_rng(0.05, 0.95))
     """Smart Turn probability at or above which the turn is complete."""
-    text_incomplete_below: float = field(default=0.0, metadata=_rng(0.0, 0.5))
+    text_incomplete_below: float = field(default=0.005, metadata=_rng(0.0, 0.5))
     """When Smart Turn finds the turn complete, judge its transcript so far too (the language model's probability
     that the sentence ends there, :mod:`edgevoice.engines.text_turn`); below this the turn is incomplete after all
-    ("where can I find"). 0.005 is the threshold measured for the default model; 0 (the default) turns the check
-    off: on a 2-core box it costs 0.1-0.3 s on the median turn, and the soak's memory grew past its bound with it
-    on (``docs/decisions.md``). Off without a local model."""
+    ("where can I find"). The default is the threshold measured for the default model (``docs/decisions.md``); 0
+    turns the check off. Off without a local model."""
     max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
     """A turn is cut off after this long, measured from its onset, and answered once the visitor pauses."""
     speculative_reply: bool = True
