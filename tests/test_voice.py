@@ -51,15 +51,12 @@ def test_sentences_of_every_length_do_not_grow_the_voices_memory(store) -> None:
     """ONNX Runtime keeps a memory plan per input shape unless told not to; a voice sees a new shape with nearly every
     sentence, so a kiosk's RSS grew turn after turn (the soak's steps). Measured: +13 to +88 MB over the later passes
     with the plans kept, +1 to +2 MB without."""
-    from pathlib import Path
+    import os
 
+    from edgevoice.bench.idle import rss_mb
     from edgevoice.config import Config
     from edgevoice.engines.factory import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
-
-    def rss_mb() -> float:
-        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
-        return int(line.split()[1]) / 1024
 
     words = LONG_SENTENCE.split()
     sentences = [" ".join(words[:n]) + "." for n in (3, 6, 9, 12, 15, 18, 5, 8, 11, 14, 17, 20)]
@@ -70,8 +67,8 @@ def test_sentences_of_every_length_do_not_grow_the_voices_memory(store) -> None:
             for sentence in sentences:
                 for _chunk in tts.synthesize(sentence):
                     pass
-            after_first = after_first or rss_mb()
-        growth = rss_mb() - after_first
+            after_first = after_first or rss_mb(os.getpid())
+        growth = rss_mb(os.getpid()) - after_first
     finally:
         tts.close()
     assert growth < 6.0, f"RSS grew {growth:.1f} MB over two more passes of the same sentences"
