@@ -17,6 +17,7 @@ from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.events import BargeIn, LoopEvent, Speaking
+from edgevoice.live.memory import release_freed_memory
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.output import FallbackReason, ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
@@ -188,6 +189,8 @@ class Answerer:
             self.output.end()
         if not self._stop.is_set():
             self.responder.prefill_history()
+            if self._turns.qsize() == 0:  # nobody waits: the pages freed during the turn go back now
+                trace.memory_trim_s = release_freed_memory()
         try:
             if self.on_trace is not None:
                 self.on_trace(trace, turn)

@@ -60,6 +60,7 @@ def turn_record(
         **answered_record(trace.answered_by),
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
+        "memory_trim_ms": None if trace.memory_trim_s is None else round(trace.memory_trim_s * 1000, 2),
     } | ({"echo": echo} if echo is not None else {})
 
 

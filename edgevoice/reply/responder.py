@@ -74,10 +74,13 @@ class ReplyTrace:
     """Which language model answered, and what kept the remote one from answering; None when none did (the kiosk
     answered by itself, or the reply was cut before a model had)."""
     speculative_reply: bool = False
+    """The reply was begun when the visitor fell silent, before the turn was committed (its audio held)."""
     reply_began: float | None = None
     """When a reply begun before the commit had its transcript (the marks are settled at the commit; the language
     model's and synthesizer's totals count from here)."""
-    """The reply was begun when the visitor fell silent, before the turn was committed (its audio held)."""
+    memory_trim_s: float | None = None
+    """Seconds spent after the reply giving freed memory back to the system (:mod:`edgevoice.live.memory`); None
+    when it was not done (a turn was waiting, or the C library cannot)."""
 
     def settle_before(self, committed: float) -> None:
         """A reply begun before its turn was committed: marks that fell before the commit count as reached at the
