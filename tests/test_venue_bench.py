@@ -12,9 +12,13 @@ from edgevoice.bench.cli import venues
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE
 from edgevoice.bench.scoring import invented_values, is_small_talk_reply
 from edgevoice.bench.venue import KINDS, Question, Venue, load_venue, parse_questions, sample_venue, venue_dirs
-from edgevoice.bench.venue_quality import answer_venue, score_reply, summarize
+from edgevoice.bench.venue_quality import Conversations, answer_venue, score_reply, summarize
 from edgevoice.cli import build_parser
+from edgevoice.config import Config
+from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
+from edgevoice.events import ChatMessage
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import parse_knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +136,30 @@ def test_a_follow_up_is_asked_after_its_question_in_one_conversation() -> None:
         "reply": "We close at 5 pm.",
     }
     assert by_id["park"]["right"] and not any(i["invented"] for i in items)
+
+
+class Recorder:
+    """A language model that says "Noted." and keeps the messages of every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[ChatMessage]] = []
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        self.requests.append(list(messages))
+        yield "Noted."
+
+
+def test_a_conversations_questions_reach_the_model_with_the_exchanges_before_them() -> None:
+    kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
+    llm = Recorder()
+    ask = Conversations(Config(), kiosk, kiosk.grounded(llm))  # type: ignore[arg-type]
+    questions = ("Is there a cafe?", "When does it open?")
+    assert [reply for reply, _ in ask.ask(questions)] == ["Noted.", "Noted."]
+    first, second = ([m.content for m in r[len(kiosk.prefix) :]] for r in llm.requests)
+    assert len(first) == 1 and first[0].endswith(questions[0])
+    assert second[:2] == [questions[0], "Noted."] and second[2].endswith(questions[1])
+    ask.ask(("Where is the shop?",))  # a new conversation: nothing of the last one
+    assert len(llm.requests[-1]) == len(kiosk.prefix) + 1
 
 
 def test_cli_takes_venues_split_voices_and_written_only() -> None:

@@ -95,9 +95,11 @@ def conversation_responder(config: Config, kiosk: Kiosk, grounded: GroundedModel
 def respond(
     responder: Responder, grounded: GroundedModel, clock: MonotonicClock, text: str, index: int = 0
 ) -> tuple[str, str]:
-    """The reply to ``text`` in the responder's conversation so far, and who gave it (see :func:`answer_inputs`)."""
+    """The reply to ``text`` in the responder's conversation so far, and who gave it (see :func:`answer_inputs`);
+    the exchange joins the conversation, as a played reply does in the kiosk."""
     trace = ReplyTrace(index, committed=clock.now())
     responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
+    responder.commit(trace, None)
     said = grounded.last_verdict
     return trace.reply, "no speech" if not text.strip() else said.value if said is not None else ""
 
