@@ -56,6 +56,14 @@ def _close(stream: Iterator[str]) -> None:
         close()
 
 
+def previous_question(earlier: Sequence[ChatMessage], prefix: Sequence[ChatMessage]) -> str | None:
+    """The visitor's last question in ``earlier`` (the messages before the current question), None at a
+    conversation's start: the example turns of the ``prefix`` it starts with are none of the visitor's."""
+    if list(earlier[: len(prefix)]) == list(prefix):
+        earlier = earlier[len(prefix) :]
+    return next((m.content for m in reversed(earlier) if m.role == "user"), None)
+
+
 class GroundedModel:
     """A :class:`~edgevoice.interfaces.LanguageModel` that consults the kiosk before the model answers.
 
@@ -85,7 +93,8 @@ class GroundedModel:
     def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
         if not messages or messages[-1].role != "user":
             return list(messages), None
-        grounding = self.kiosk.ground(messages[-1].content)
+        previous = previous_question(messages[:-1], self.kiosk.prefix)
+        grounding = self.kiosk.ground_follow_up(messages[-1].content, previous)
         turn = replace(messages[-1], content=self.kiosk.user_turn(messages[-1].content, grounding))
         return [*messages[:-1], turn], grounding
 

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgevoice import data
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
@@ -60,6 +61,7 @@ from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.small_talk import Embed, Floats, SmallTalk
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 from edgevoice.paths import default_cache_dir
+from edgevoice.words import words
 
 if TYPE_CHECKING:
     from edgevoice.config import Config
@@ -220,6 +222,23 @@ class Kiosk:
                 self._grounded.popitem(last=False)
         return grounding
 
+    def ground_follow_up(self, question: str, previous: str | None) -> Grounding:
+        """:meth:`ground` for ``question`` asked right after ``previous`` (the visitor's last question, None when
+        there was none). A follow-up (:func:`follows_up`: "And on Sundays?", "What about children?") is grounded
+        together with the previous question too, and the pair is taken when it finds an answer to read out that the
+        question alone does not, and that answer's entry has every word the follow-up adds ("weekends" in "And at
+        weekends?"): "And can I bring my dog?" after a question about parking must not read out the parking."""
+        alone = self.ground(question)
+        if not previous or alone.small_talk is not None or alone.direct is not None or not follows_up(question):
+            return alone
+        joined = self.ground(f"{previous} {question}")
+        if joined.small_talk is not None or joined.direct is None:
+            return alone
+        # the previous question names the subject; what the follow-up adds, the answer read out must say
+        read = next((e for e in joined.entries if e.answer == joined.direct), None)
+        said = set(terms(read.search_text())) if read is not None else set()
+        return joined if set(terms(question)) <= said else alone
+
     def _meaning(self, question: str) -> tuple[Floats | None, float]:
         """The question's vector and its cosine with the closest entry, for small talk by meaning (None and -1 when
         the phrases have no examples or there is no encoder)."""
@@ -265,6 +284,16 @@ class Kiosk:
     def grounded(self, llm: LanguageModel) -> GroundedModel:
         """``llm`` behind this kiosk's grounding."""
         return GroundedModel(llm, self)
+
+
+FOLLOW_UP_OPENERS = tuple(tuple(words(o)) for o in data.table("en/follow_up.toml")["openers"])
+"""How a follow-up starts ("and", "what about"; ``edgevoice/data/en/follow_up.toml``)."""
+
+
+def follows_up(question: str) -> bool:
+    """Whether ``question`` leans on the one before it: it starts with a follow-up's opener ("And on Sundays?")."""
+    said = words(question)
+    return any(tuple(said[: len(o)]) == o for o in FOLLOW_UP_OPENERS)
 
 
 def _stored_embed(embedder: Embedder | None, directory: Path | None) -> Embed | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from edgevoice.events import ChatMessage
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.reply_check import ReplyCheck
 
@@ -66,7 +67,14 @@ class GroundingSource(Protocol):
     @property
     def check(self) -> ReplyCheck: ...
 
+    @property
+    def prefix(self) -> list[ChatMessage]:
+        """The messages every conversation starts with (the system prompt and the example turns)."""
+        ...
+
     def ground(self, question: str) -> Grounding: ...
+
+    def ground_follow_up(self, question: str, previous: str | None) -> Grounding: ...
 
     def user_turn(self, question: str, grounding: Grounding) -> str: ...
 
