@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 
 from edgevoice.bench.quality_set import Question
+from edgevoice.bench.scoring import invented_values, is_dont_know
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.engines.factory import build_kiosk
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
-from edgevoice.kiosk.prompt import DONT_KNOW, conversation
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, conversation
 from edgevoice.kiosk.semantic import SemanticIndex, venue_name_pattern
 from tests.test_knowledge import DEV_IN, DEV_IN_3, DEV_NEAR, DEV_OUT, DEV_OUT_3, RecordingLlm
 
@@ -230,6 +231,44 @@ def test_the_grounded_model_speaks_a_paraphrases_answer_at_once(semantic: Kiosk)
     assert llm.prompts == [] and grounded.last_verdict is Verdict.DIRECT
     stopped = conversation(semantic.prefix, [], "What is two plus two?")
     assert "".join(grounded.stream_reply(stopped, max_tokens=40)) == DONT_KNOW and grounded.last_verdict is Verdict.GATE
+
+
+@pytest.mark.models
+def test_a_near_miss_hears_what_its_entry_does_say_after_the_refusal(semantic: Kiosk) -> None:
+    llm = RecordingLlm()
+    grounded = semantic.grounded(llm)
+    whale = conversation(semantic.prefix, [], "How old is the whale skeleton?")
+    reply = "".join(grounded.stream_reply(whale, max_tokens=40))
+    assert reply == f"{DONT_KNOW_BUT} In the whale hall on the first floor." and grounded.last_verdict is Verdict.GATE
+    assert is_dont_know(reply) and llm.prompts == []
+    # "Is there a cafe? Yes, ..." loses its "yes": it does not answer a price
+    cafe = semantic.refusal(semantic.ground("How much is a coffee in the cafe?"))
+    assert cafe.startswith(f"{DONT_KNOW_BUT} The Lighthouse Cafe is on the top floor")
+    assert not invented_values(cafe, SAMPLE_KNOWLEDGE)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the capital of Canada?",  # far from every entry
+        "What is the wifi password of the staff network?",  # close to the Wi-Fi entry, but a secret
+    ],
+)
+def test_a_question_far_from_the_knowledge_or_after_a_secret_hears_the_plain_refusal(
+    semantic: Kiosk, question: str
+) -> None:
+    grounding = semantic.ground(question)
+    assert not grounding.known and grounding.entries
+    assert semantic.refusal(grounding) == DONT_KNOW
+
+
+@pytest.mark.models
+def test_with_direct_answers_off_a_near_miss_hears_the_plain_refusal() -> None:
+    config = Config()
+    kiosk = build_kiosk(replace(config, kiosk=replace(config.kiosk, direct_answers=False)))
+    grounding = kiosk.ground("How old is the whale skeleton?")
+    assert not grounding.known and kiosk.refusal(grounding) == DONT_KNOW
 
 
 # Heard by tiny.en in the spoken development questions (a voice of edgevoice/bench/audio_set.py, clean, 20 or 10 dB).

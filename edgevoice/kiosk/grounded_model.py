@@ -67,7 +67,7 @@ def previous_question(earlier: Sequence[ChatMessage], prefix: Sequence[ChatMessa
 class GroundedModel:
     """A :class:`~edgevoice.interfaces.LanguageModel` that consults the kiosk before the model answers.
 
-    The last message, if the visitor's, is grounded: an uncovered question gets :data:`DONT_KNOW` at once, a covered
+    The last message, if the visitor's, is grounded: an uncovered question gets the refusal at once, a covered
     one goes to the model (with its retrieved facts in retrieval mode). Anything else (``prefill``,
     ``count_tokens``, ``forget_messages``, ``close``...) is the wrapped model's."""
 
@@ -104,7 +104,7 @@ class GroundedModel:
         self.last_verdict = Verdict.MODEL
         if grounding is not None and not grounding.known:
             self.last_verdict = Verdict.GATE
-            yield DONT_KNOW
+            yield self.kiosk.refusal(grounding)  # a near miss hears what its entry does say
             return
         if grounding is not None and grounding.small_talk is not None:
             self.last_verdict = Verdict.SMALL_TALK

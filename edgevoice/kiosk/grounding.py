@@ -52,8 +52,8 @@ from edgevoice.kiosk.knowledge import (
     parse_knowledge,
     venue_vocabulary,
 )
-from edgevoice.kiosk.matching import Matcher
-from edgevoice.kiosk.prompt import prefix_messages, question_with_facts
+from edgevoice.kiosk.matching import NEAR_MISS_TOLD, Matcher
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, prefix_messages, question_with_facts
 from edgevoice.kiosk.read_out import ReadOut
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
@@ -238,6 +238,20 @@ class Kiosk:
         read = next((e for e in joined.entries if e.answer == joined.direct), None)
         said = set(terms(read.search_text())) if read is not None else set()
         return joined if set(terms(question)) <= said else alone
+
+    def refusal(self, grounding: Grounding) -> str:
+        """What the visitor hears for a question the knowledge does not answer (``grounding.known`` is false): the
+        refusal and, for a near miss (its best entry close in meaning, :data:`NEAR_MISS_TOLD`: about that entry's
+        subject, asking what it does not say), what that entry does say. "How old is the whale skeleton?" "I don't
+        know that, but here is what I do know. The whale skeleton is in the whale hall..." Never with direct
+        answers off, nor for a question that asks for a secret."""
+        best = grounding.entries[0] if grounding.entries else None
+        near = grounding.similarity is not None and grounding.similarity >= NEAR_MISS_TOLD
+        if not near or best is None or not best.answer or not self.matcher.direct_answers:
+            return DONT_KNOW
+        if asks_secret(grounding.question):
+            return DONT_KNOW
+        return f"{DONT_KNOW_BUT} {without_yes_no(best.answer)}"  # what it says, not a "yes" to the question
 
     def _meaning(self, question: str) -> tuple[Floats | None, float]:
         """The question's vector and its cosine with the closest entry, for small talk by meaning (None and -1 when

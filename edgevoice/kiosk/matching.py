@@ -70,6 +70,9 @@ not say."""
 RANK_LEXICAL_WEIGHT = 0.25
 """Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
 near ties."""
+NEAR_MISS_TOLD = 0.55
+"""A question the gate stops although its best entry is at least this close in meaning is a near miss: it hears
+that entry's answer after the refusal (:meth:`edgevoice.kiosk.grounding.Kiosk.refusal`)."""
 
 
 class Matcher:

@@ -22,6 +22,8 @@ DONT_KNOW: str = _TEXT["dont_know"]
 English text)."""
 DONT_KNOW_OPENING: str = _TEXT["dont_know_opening"]
 """The opening of :data:`DONT_KNOW`, which a small model completes with a place of its own."""
+DONT_KNOW_BUT: str = _TEXT["dont_know_but"]
+"""The refusal of a near miss, said before the answer of the entry the question is about."""
 REDIRECT: str = _TEXT["redirect"]
 """The refusal that names a place the knowledge gives (``{place}``), instead of the model's "I don't know"."""
 OFF_TOPIC: str = _TEXT["off_topic"]
