@@ -243,13 +243,13 @@ class Kiosk:
         """What the visitor hears for a question the knowledge does not answer (``grounding.known`` is false): the
         refusal and, for a near miss (its best entry close in meaning, :data:`NEAR_MISS_TOLD`: about that entry's
         subject, asking what it does not say), what that entry does say. "How old is the whale skeleton?" "I don't
-        know that, but here is what I do know. The whale skeleton is in the whale hall..." Never with direct
-        answers off, nor for a question that asks for a secret."""
+        know that, but here is what I do know. In the whale hall on the first floor." Never with direct answers
+        off, nor for a question that asks for a secret."""
         best = grounding.entries[0] if grounding.entries else None
         near = grounding.similarity is not None and grounding.similarity >= NEAR_MISS_TOLD
         if not near or best is None or not best.answer or not self.matcher.direct_answers:
             return DONT_KNOW
-        if asks_secret(grounding.question):
+        if asks_secret(grounding.question):  # an entry near a secret is no answer to tell (kiosk/credentials.py)
             return DONT_KNOW
         return f"{DONT_KNOW_BUT} {without_yes_no(best.answer)}"  # what it says, not a "yes" to the question
 
