@@ -49,6 +49,7 @@ class Assistant:
             count_tokens=count,
             asr_prompt=self.kiosk.asr_prompt(config.asr.initial_prompt),
             synthesis_thread=live,
+            conversation_timeout_s=config.kiosk.conversation_timeout_s,
         )
         self._turns = itertools.count(1)
 

@@ -176,6 +176,10 @@ class KioskConfig:
     """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
     ``knowledge``."""
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
+    conversation_timeout_s: float = field(default=60.0, metadata=_rng(0.0, 86400.0))
+    """After this many seconds without a turn the conversation is forgotten and the next question starts a new
+    one: a new visitor's "And on Sundays?" is not read against the last visitor's question, and the model never
+    sees another visitor's words. 0: never (the history is only trimmed to its token budget)."""
     grounding_threshold: float = field(default=0.2, metadata=_rng(0.0, 1.0))
     """A question whose words the best knowledge entry covers less than this (idf-weighted share) is answered "I
     don't know" without asking the language model; 0 turns the gate off. Low on purpose: it stops questions that

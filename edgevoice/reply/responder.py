@@ -110,9 +110,11 @@ class Responder:
         count_tokens: Callable[[list[ChatMessage]], int] | None = None,
         asr_prompt: str = "",
         synthesis_thread: bool = False,
+        conversation_timeout_s: float = 0.0,
     ) -> None:
         """``synthesis_thread``: synthesize on a worker thread while the LLM goes on (the live loop, where audio
-        plays as it is made); otherwise clause by clause in the caller's thread (deterministic: offline replies)."""
+        plays as it is made); otherwise clause by clause in the caller's thread (deterministic: offline replies).
+        ``conversation_timeout_s``: the history is forgotten when no exchange was added for this long (0: never)."""
         self.asr_prompt = asr_prompt
         self.synthesis_thread = synthesis_thread
         self._llm_lock = threading.Lock()  # the language model serves one caller at a time
@@ -123,17 +125,34 @@ class Responder:
         self.clock = clock
         self.history_tokens = history_tokens
         self._count_tokens = count_tokens
+        self.conversation_timeout_s = conversation_timeout_s
+        self._last_exchange: float | None = None
 
     def trim_history(self) -> None:
-        """Drop the oldest exchanges until the history fits its token budget (the cached prefix is never dropped).
+        """Forget the conversation when it has lapsed (:meth:`expire_history`), then drop the oldest exchanges until
+        the history fits its token budget (the cached prefix is never dropped).
 
         A model that can cut messages out of its KV cache (``forget_messages``) keeps the rest of the history
         cached, so time to first token stays flat however long the conversation."""
+        self.expire_history()
         forget = getattr(self.llm, "forget_messages", None)
         while self.history and self._history_size() > self.history_tokens:
             dropped, self.history = self.history[:2], self.history[2:]
             if forget is not None:
                 forget(self.prefix, dropped)
+
+    def expire_history(self) -> bool:
+        """Forget the whole conversation when no exchange was added for ``conversation_timeout_s``: the next
+        question is a new visitor's. The cached prefix stays in the model's cache; only the history after it goes.
+        Returns whether it was forgotten."""
+        last = self._last_exchange
+        if not self.history or self.conversation_timeout_s <= 0 or last is None:
+            return False
+        if self.clock.now() - last <= self.conversation_timeout_s:
+            return False
+        log.info("the conversation lapsed after %.0f s without a turn: a new one begins", self.clock.now() - last)
+        self.history.clear()
+        return True
 
     def _history_size(self) -> int:
         if self._count_tokens is not None:
@@ -326,6 +345,7 @@ class Responder:
                     heard.append(" ".join(kept) + "...")
         reply = " ".join(heard)
         self.history += [ChatMessage("user", trace.transcript), ChatMessage("assistant", reply)]
+        self._last_exchange = self.clock.now()
         return reply
 
 
