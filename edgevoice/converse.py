@@ -20,6 +20,7 @@ from edgevoice.interfaces import Engines, FloatAudio
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
+from edgevoice.live.memory import resettle
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Assistant:
                 f"no reply ended within {timeout:.0f} s; the knowledge was not reloaded", code="kiosk_busy"
             )
         log.info("knowledge reloaded: %d entries", len(kiosk.entries))
+        resettle()  # the old kiosk was frozen with the start-up objects: unfrozen, it can go
         return kiosk
 
     def warm_up(self) -> None:

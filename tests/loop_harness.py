@@ -16,6 +16,7 @@ from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
+from edgevoice.live.memory import settle
 from edgevoice.reply.responder import ReplyTrace
 
 RATE = 16000
@@ -62,6 +63,7 @@ def running_loop(
                 stop.wait(0.01)  # the device's period
 
         player = threading.Thread(target=device)
+        settle()  # as `edgevoice run` does once it has started up
         try:
             with loop:
                 player.start()

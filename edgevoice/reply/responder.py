@@ -79,8 +79,8 @@ class ReplyTrace:
     """When a reply begun before the commit had its transcript (the marks are settled at the commit; the language
     model's and synthesizer's totals count from here)."""
     memory_trim_s: float | None = None
-    """Seconds spent after the reply giving freed memory back to the system (:mod:`edgevoice.live.memory`); None
-    when it was not done (a turn was waiting, or the C library cannot)."""
+    """Seconds spent after the reply collecting its reference cycles and giving freed memory back to the system
+    (:mod:`edgevoice.live.memory`); None when it was not done (a turn was waiting)."""
 
     def settle_before(self, committed: float) -> None:
         """A reply begun before its turn was committed: marks that fell before the commit count as reached at the
