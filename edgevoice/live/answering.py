@@ -189,7 +189,7 @@ class Answerer:
             self.output.end()
         if not self._stop.is_set():
             self.responder.prefill_history()
-            if self._turns.qsize() == 0:  # nobody waits: the pages freed during the turn go back now
+            if self._turns.qsize() == 0:  # nobody waits: the turn's cycles are collected, its freed pages go back
                 trace.memory_trim_s = release_freed_memory()
         try:
             if self.on_trace is not None:

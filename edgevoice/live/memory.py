@@ -5,10 +5,10 @@ Two things made the process's RSS climb over a long conversation (``docs/decisio
 - **Reference cycles**: llama-cpp-python makes a new ctypes array type for each buffer it allocates (tokenizing
   makes a ``llama_token * n_ctx`` array each time, detokenizing a ``c_char * 32`` one), and a type is always in a
   reference cycle, so they wait for Python's full collection, which comes every few tens of turns: RSS rose about
-  1.8 MB a turn and fell back at each. :func:`release_freed_memory`
-  collects after every turn. A full collection of the loaded engines' objects takes about 40 ms with the GIL held,
-  so :func:`settle` freezes what start-up made (``gc.freeze``) once the engines are warm: the collection after a
-  turn then looks only at what came since, about 1 ms.
+  1.8 MB a turn and fell back at each. :func:`release_freed_memory` collects after every turn. A full collection of
+  the loaded engines' objects takes about 40 ms with the GIL held, so :func:`settle` freezes what start-up made
+  (``gc.freeze``) once the engines are warm: the collection after a turn then looks only at what came since, about
+  1 ms.
 - **Freed pages**: glibc keeps memory the process has freed, for the next allocation, and returns only the top of a
   heap. ``malloc_trim(0)`` gives back every whole free page.
 """
@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import logging
 import time
 from collections.abc import Callable
 from functools import cache
-
-log = logging.getLogger(__name__)
 
 
 @cache
