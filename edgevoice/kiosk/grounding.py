@@ -226,8 +226,9 @@ class Kiosk:
         """:meth:`ground` for ``question`` asked right after ``previous`` (the visitor's last question, None when
         there was none). A follow-up (:func:`follows_up`: "And on Sundays?", "What about children?") is grounded
         together with the previous question too, and the pair is taken when it finds an answer to read out that the
-        question alone does not, and that answer's entry has every word the follow-up adds ("weekends" in "And at
-        weekends?"): "And can I bring my dog?" after a question about parking must not read out the parking."""
+        question alone does not, and that answer's entry has every word the follow-up adds: the previous question
+        names the subject, and a follow-up that asks about something else must not have that subject's answer read
+        out."""
         alone = self.ground(question)
         if not previous or alone.small_talk is not None or alone.direct is not None or not follows_up(question):
             return alone
@@ -242,9 +243,9 @@ class Kiosk:
     def refusal(self, grounding: Grounding) -> str:
         """What the visitor hears for a question the knowledge does not answer (``grounding.known`` is false): the
         refusal and, for a near miss (its best entry close in meaning, :data:`NEAR_MISS_TOLD`: about that entry's
-        subject, asking what it does not say), what that entry does say. "How old is the whale skeleton?" "I don't
-        know that, but here is what I do know. In the whale hall on the first floor." Never with direct answers
-        off, nor for a question that asks for a secret."""
+        subject, asking what it does not say), what that entry does say: :data:`DONT_KNOW_BUT`, then the entry's
+        answer without its opening "yes" or "no". Never with direct answers off, nor for a question that asks for
+        a secret."""
         best = grounding.entries[0] if grounding.entries else None
         near = grounding.similarity is not None and grounding.similarity >= NEAR_MISS_TOLD
         if not near or best is None or not best.answer or not self.matcher.direct_answers:
