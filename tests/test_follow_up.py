@@ -85,3 +85,9 @@ def test_the_previous_question_is_the_visitors_never_an_example_turns(kiosk: Kio
     history = [ChatMessage("user", HOURS), ChatMessage("assistant", "Ten to six.")]
     assert previous_question([*kiosk.prefix, *history], kiosk.prefix) == HOURS
     assert previous_question(history, []) == HOURS
+
+
+def test_an_answer_read_out_without_its_yes_still_names_its_entry() -> None:
+    matcher = Kiosk("", "Is there a lift? Yes, next to the toilets on every floor.\n").matcher
+    assert matcher.answers_with("Next to the toilets on every floor.", "And a lift on every floor?")
+    assert not matcher.answers_with("Next to the toilets on every floor.", "And a ramp?")

@@ -235,10 +235,7 @@ class Kiosk:
         joined = self.ground(f"{previous} {question}")
         if joined.small_talk is not None or joined.direct is None:
             return alone
-        # the previous question names the subject; what the follow-up adds, the answer read out must say
-        read = next((e for e in joined.entries if e.answer == joined.direct), None)
-        said = set(terms(read.search_text())) if read is not None else set()
-        return joined if set(terms(question)) <= said else alone
+        return joined if self.matcher.answers_with(joined.direct, question) else alone
 
     def refusal(self, grounding: Grounding) -> str:
         """What the visitor hears for a question the knowledge does not answer (``grounding.known`` is false): the

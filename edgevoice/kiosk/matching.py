@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgevoice.kiosk.answer_types import lacks_asked
+from edgevoice.kiosk.answer_types import lacks_asked, without_yes_no
 from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
@@ -161,16 +161,18 @@ class Matcher:
         tried = self._ground(mended)
         rise = (tried.similarity or 0.0) - (grounding.similarity or 0.0)
         return (
-            tried.direct is not None
-            and rise >= MEND_SIMILARITY_RISE
-            and self._answers_with(tried.direct, mended, heard)
+            tried.direct is not None and rise >= MEND_SIMILARITY_RISE and self.answers_with(tried.direct, mended, heard)
         )
 
-    def _answers_with(self, answer: str, mended: str, heard: str) -> bool:
-        """Whether the entry that gives ``answer`` has the words the mend brought (a mend must be about the entry it
-        reaches, not merely reach one)."""
-        brought = set(terms(mended)) - set(terms(heard))
-        return any(e.answer == answer and brought <= set(terms(e.search_text())) for e in self.entries)
+    def answers_with(self, answer: str, text: str, before: str = "") -> bool:
+        """Whether the entry that gives ``answer`` (as written, or without its opening "yes" or "no") has every word
+        ``text`` brings beyond ``before``: a mend must be about the entry it reaches, not merely reach one, and so
+        must a follow-up grounded with the question before it."""
+        brought = set(terms(text)) - set(terms(before))
+        return any(
+            answer in (e.answer, without_yes_no(e.answer)) and brought <= set(terms(e.search_text()))
+            for e in self.entries
+        )
 
     def _ground(self, question: str) -> Grounding:
         """:meth:`ground` of the question as it stands."""
