@@ -44,9 +44,8 @@ def test_the_pages_of_memory_freed_inside_the_heap_go_back_to_the_system() -> No
     kept = chunks[::20]  # every twentieth stays: free() alone can give back only the top of the heap
     del chunks
     before = rss_mb(os.getpid())
-    took = release_freed_memory()
+    release_freed_memory()
     after = rss_mb(os.getpid())
-    assert 0 <= took < 1.0
     assert before - after > 60, (before, after)  # about 119 MiB were freed inside the heap
     assert len(kept) == 100
 
