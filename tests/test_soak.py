@@ -21,11 +21,11 @@ import statistics
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edgevoice.bench.idle import rss_mb
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
@@ -48,13 +48,6 @@ TTFT_DRIFT_LIMIT = 1.5
 """Late median time to first token over the early median (plus 50 ms of slack for a shared machine)."""
 
 
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
-
-
 def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Engines) -> None:
     config = Config()
     config = replace(
@@ -70,7 +63,7 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
 
     def on_trace(trace: ReplyTrace, turn: Turn) -> None:
         traces.append(trace)
-        rss[len(traces)] = rss_mb()
+        rss[len(traces)] = rss_mb(os.getpid())
         done.set()
 
     with running_loop(config, engines, on_trace, speed=20.0) as (loop, assistant):  # replies at 20x real time
@@ -106,6 +99,6 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
     print("\nsoak:", json.dumps(figures))
     assert len(traces) == TURNS and not loop.errors
     assert len(answered) >= TURNS * 0.98, figures
-    assert growth < RSS_GROWTH_LIMIT_MB, figures
+    assert rss[WARM_UP] > 0 and growth < RSS_GROWTH_LIMIT_MB, figures
     assert late < early * TTFT_DRIFT_LIMIT + 0.05, figures
     assert 0 < len(assistant.responder.history) < 2 * TURNS  # trimmed, not kept whole
