@@ -260,7 +260,8 @@ def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
         assert done.wait(10)
-    assert judge.texts == ["Where is the cafe?"]  # the speculative transcript, at the visitor's silence
+    # the speculative transcript, at the visitor's silence; before it, any partial transcript (read ahead)
+    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) == 1 + loop.asr.partials
     (turn,) = turns
     assert turn.reason == reason
     silence_s = turn.committed_t - turn.speech_end_t
@@ -283,11 +284,38 @@ def test_the_words_are_judged_beside_smart_turn_and_a_reply_begins_only_after_a_
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
         assert done.wait(10)
     # the recognition worker asks, right after its decode, while the listener asks Smart Turn about the sound
-    assert judge.threads == ["edgevoice-asr"]
+    assert set(judge.threads) == {"edgevoice-asr"}
     # half a sentence gets no reply begun for it; a whole one gets it, and it is the one heard
     assert loop.speculation.counts["started"] == started
     assert loop.speculation.counts["adopted"] == started
     assert traces[0].reply == "Upstairs."
+
+
+def test_the_words_judge_reads_the_partial_transcripts_ahead_and_none_once_the_visitor_is_silent(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    judge = WordsJudge(0.3)
+    endpoint = EndpointingConfig(text_incomplete_below=0.005)
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=endpoint)
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.5)]))  # a partial transcript after a second of speech
+        deadline = time.monotonic() + 5
+        while not judge.texts and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # read by the judge on the recognition worker as it comes, while the visitor still speaks
+        assert judge.texts == ["Where is the cafe?"] and loop.asr.partials == 1
+        mic.write(np.concatenate([speech(0.5), silence(2.0)]))
+        assert done.wait(10)
+    # the speculative transcript last, at the silence
+    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) == loop.asr.partials + 1
+    assert set(judge.threads) == {"edgevoice-asr"}
+    assert traces[0].reply == "Upstairs."
+    # after the silence nothing is read ahead: a partial then would hold up the speculative decode
+    loop.speculation.open_turn(99)
+    loop.speculation.silence(lambda: 1)
+    loop.speculation.on_partial("Where is")
+    assert len(judge.texts) == loop.asr.partials + 1
 
 
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:

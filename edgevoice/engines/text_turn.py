@@ -8,8 +8,11 @@ punctuation (the recognizer puts a question mark after half a question too), and
 next token ending the sentence: the end of the message or a full stop, question or exclamation mark.
 
 It runs in a llama.cpp context of its own on the already loaded model (the weights are shared, its cache holds 128
-tokens), so it neither waits for nor disturbs the reply's context. ``scripts/text_turn_eval.py`` measures it on
-the benchmark venues' questions, whole and cut at a random word; ``docs/decisions.md`` has the figures.
+tokens), so it neither waits for nor disturbs the reply's context. The cache keeps the last transcript judged, and a
+new one is decoded from the first token where the two differ: judged on each partial transcript while the visitor
+speaks, the words are mostly in the cache at the pause, and the verdict there costs the last few tokens.
+``scripts/text_turn_eval.py`` measures it on the benchmark venues' questions, whole and cut at a random word;
+``docs/decisions.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ class TextEndOfTurn:
         end_of_message = llm.tokenize(tail.encode(), add_bos=False, special=True)[:1]
         self._endings = np.array(sorted({*end_of_message, llm.token_eos(), *self._ending_tokens()}), dtype=np.int64)
         self._decode(self._prefix, 0)
+        self._judged: list[int] = []
+        """The transcript's tokens in the cache after the prefix (the last text judged)."""
+        self.tokens_decoded = 0
+        self.tokens_reused = 0
+        """Tokens of judged transcripts decoded, and found in the cache already (for the turn records and tests)."""
 
     def _ending_tokens(self) -> set[int]:
         model = self._llm._model
@@ -77,15 +85,33 @@ class TextEndOfTurn:
             return 1.0
         tokens = self._llm.tokenize(said.encode(), add_bos=False, special=False)[: N_CTX - len(self._prefix) - 1]
         with self._lock:
+            # the cached tokens the two texts share (the last one is decoded again when nothing differs: its logits
+            # are the verdict)
+            keep = min(_shared(self._judged, tokens), len(tokens) - 1)
+            start = len(self._prefix) + keep
             try:
-                self._ctx.kv_cache_seq_rm(-1, len(self._prefix), -1)
-                self._decode(tokens, len(self._prefix))
+                self._judged = []  # until the decode is done, the cache holds nothing certain past the prefix
+                self._ctx.kv_cache_seq_rm(-1, start, -1)
+                self._decode(tokens[keep:], start)
                 logits = np.ctypeslib.as_array(self._ctx.get_logits(), shape=(self._llm.n_vocab(),))
             except Exception as exc:  # llama.cpp reports a failed decode as a plain exception
                 raise TurnError(f"text end-of-turn: {exc}") from exc
+            self._judged = tokens
+            self.tokens_reused += keep
+            self.tokens_decoded += len(tokens) - keep
             logits = logits.astype(np.float64)
         log_total = np.logaddexp.reduce(logits)
         return float(np.exp(np.logaddexp.reduce(logits[self._endings]) - log_total))
 
     def close(self) -> None:
         self._ctx.close()
+
+
+def _shared(a: list[int], b: list[int]) -> int:
+    """How many tokens ``a`` and ``b`` share from their start."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -62,6 +62,9 @@ def turn_record(
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
         "memory_trim_ms": None if trace.memory_trim_s is None else round(trace.memory_trim_s * 1000, 2),
+        "words_verdict": None
+        if turn.words_verdict is None
+        else {"ms": round(turn.words_verdict[0] * 1000, 1), "tokens": turn.words_verdict[1]},
     } | ({"echo": echo} if echo is not None else {})
 
 

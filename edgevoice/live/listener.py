@@ -292,6 +292,7 @@ class Listener:
             tail,
             speculation_valid=self.speculation.valid and event.reason is not TurnEndReason.MAX_LENGTH,
             start_index=self.samples_in - unheard - len(audio),
+            words_verdict=self.speculation.words_cost if self.speculation.valid else None,
         )
         self._turn = None
         if self.speculation.close_turn(turn, self._committed):

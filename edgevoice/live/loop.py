@@ -111,7 +111,7 @@ class VoiceLoop:
         self.asr = StreamingTranscriber(
             responder.recognizer,
             prompt=responder.asr_prompt,
-            on_partial=lambda turn_id, text: self._emit(Partial(turn_id, text)),
+            on_partial=self._on_partial,
             on_speculation=lambda spec: self.speculation.on_decoded(spec),
             nice=compute_nice,
         )
@@ -158,6 +158,11 @@ class VoiceLoop:
 
     def _emit(self, event: LoopEvent) -> None:
         self.on_event(event)
+
+    def _on_partial(self, turn_id: int, text: str) -> None:
+        """(The recognition worker.) A partial transcript: shown, and read ahead by the words' judge."""
+        self._emit(Partial(turn_id, text))
+        self.speculation.on_partial(text)
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -170,6 +171,8 @@ class SpeculativeReplies:
         """Set when the words' verdict on the latest speculative decode is in (:attr:`words_complete`)."""
         self.words_complete: float | None = None
         """The words' probability that the transcript ends a sentence; None: not judged (no judge, or it failed)."""
+        self.words_cost: tuple[float, int] | None = None
+        """What that verdict cost: seconds, and the tokens the judge decoded (None: not judged)."""
         self._submit, self._busy, self._prefill, self._stop = submit, busy, prefill, stop
         self._lock = threading.Lock()
         self._turn_id = 0
@@ -198,7 +201,7 @@ class SpeculativeReplies:
             self._valid = True
             self._seq = speculate()
             self.transcript = ""
-            self.words_complete = None
+            self.words_complete = self.words_cost = None
         self.decoded.clear()
         self.judged.clear()
 
@@ -247,11 +250,14 @@ class SpeculativeReplies:
             if current:
                 self.transcript = spec.text
         self.decoded.set()
+        started, decoded = time.perf_counter(), getattr(self._words, "tokens_decoded", 0)
         words = self._judge(spec.text) if current else None
+        cost = (time.perf_counter() - started, getattr(self._words, "tokens_decoded", 0) - decoded)
         with self._lock:
             current = spec.turn_id == self._turn_id and spec.seq == self._seq  # a silence may have come meanwhile
             if current:
                 self.words_complete = words
+                self.words_cost = cost if words is not None else None
                 self.judged.set()
             unfinished = words is not None and words < self.incomplete_below
             start = (
@@ -277,6 +283,15 @@ class SpeculativeReplies:
                 self._submit(reply)
         if not start:
             self._prefill(spec.text)
+
+    def on_partial(self, text: str) -> None:
+        """A partial transcript of the turn in progress: the words' judge reads it now, so that at the pause only the
+        words said since are left for it to read (its cache keeps the last text judged). Skipped once the visitor
+        has fallen silent: the speculative decode queued then must not wait for it."""
+        with self._lock:
+            if self._words is None or self._valid or not self._open or not text.strip():
+                return
+        self._judge(text)
 
     def _judge(self, text: str) -> float | None:
         """The words' verdict on ``text``; None when there is no judge, no words, or it failed (logged: the sound
