@@ -260,8 +260,9 @@ def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
         assert done.wait(10)
-    # the speculative transcript, at the visitor's silence; before it, any partial transcript (read ahead)
-    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) == 1 + loop.asr.partials
+    # the speculative transcript, at the visitor's silence; before it, a partial transcript read ahead, if one was
+    # decoded before the silence
+    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) <= 1 + loop.asr.partials
     (turn,) = turns
     assert turn.reason == reason
     silence_s = turn.committed_t - turn.speech_end_t
