@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -34,3 +36,29 @@ def lower_this_thread(nice: int) -> int | None:
         log.warning("cannot lower the priority of thread %s: %s", threading.current_thread().name, exc)
         return None
     return value
+
+
+_background = threading.local()
+
+
+@contextmanager
+def background(yield_to: Callable[[], bool]) -> Iterator[None]:
+    """Work the calling thread does inside this block is ahead-of-time work off the critical path: an engine that
+    works in steps (the language model's prefill) takes small ones and stops between two of them once ``yield_to()``
+    is true (:func:`should_yield`)."""
+    _background.yield_to = yield_to
+    try:
+        yield
+    finally:
+        _background.yield_to = None
+
+
+def in_background() -> bool:
+    """Whether the calling thread is inside :func:`background`."""
+    return getattr(_background, "yield_to", None) is not None
+
+
+def should_yield() -> bool:
+    """Whether the calling thread's background work should stop now: the critical path needs the cores."""
+    yield_to = getattr(_background, "yield_to", None)
+    return yield_to is not None and bool(yield_to())

@@ -10,9 +10,10 @@ import pytest
 
 from edgevoice.config import Config
 from edgevoice.engines.factory import resolve
-from edgevoice.engines.llamacpp import PREFILL_CHUNK, LlamaCppModel
+from edgevoice.engines.llamacpp import BACKGROUND_PREFILL_CHUNK, PREFILL_CHUNK, LlamaCppModel
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import ChatMessage
+from edgevoice.priority import background
 
 pytestmark = pytest.mark.models
 
@@ -74,3 +75,22 @@ def test_interrupt_stops_a_prefill_in_progress_and_every_later_call(model: Llama
     assert 0 < model.cached_tokens < len(model.tokens(LONG, generation_prompt=False))
     with pytest.raises(LanguageModelError, match="interrupted"):
         list(model.stream_reply(LONG, max_tokens=4))
+
+
+def test_a_prefill_ahead_of_time_stops_between_small_steps_when_the_critical_path_needs_the_cores(
+    model: LlamaCppModel,
+) -> None:
+    n = len(model.tokens(LONG, generation_prompt=False))
+    steps: list[int] = []
+
+    def yield_after_two() -> bool:  # asked before each step
+        steps.append(model.cached_tokens)
+        return len(steps) > 2
+
+    with background(yield_to=yield_after_two):
+        done = model.prefill(LONG)
+    assert done == 2 * BACKGROUND_PREFILL_CHUNK == model.cached_tokens  # two small steps, then it stopped
+    assert steps[:3] == [0, BACKGROUND_PREFILL_CHUNK, 2 * BACKGROUND_PREFILL_CHUNK]
+    # what was done stays: the reply's own prefill goes on from there, in full steps, and the result is the same
+    assert model.prefill(LONG) == n - done
+    assert model.cached_tokens == n

@@ -94,11 +94,13 @@ def make_loop(  # type: ignore[no-untyped-def]
     text_turn=None,
     turns: list[Turn] | None = None,
     speculative_reply: bool = False,
+    prefill_while_speaking: bool = False,
+    llm: FakeLlm | None = None,
 ):
     clock = ManualClock()
     responder = Responder(
         FakeRecognizer("Where is the cafe?", clock, seconds=0.0),
-        FakeLlm(reply, clock, per_token=0.0),
+        llm or FakeLlm(reply, clock, per_token=0.0),
         synth or FakeSynth(clock),
         prefix_messages("You are a test.", "The cafe is upstairs."),
         max_tokens=60,
@@ -125,6 +127,7 @@ def make_loop(  # type: ignore[no-untyped-def]
         barge_in_level_db=barge_in_level_db,
         text_turn=text_turn,
         speculative_reply=speculative_reply,
+        prefill_while_speaking=prefill_while_speaking,
     )
     return loop, responder, traces, done
 
@@ -317,6 +320,43 @@ def test_the_words_judge_reads_the_partial_transcripts_ahead_and_none_once_the_v
     loop.speculation.silence(lambda: 1)
     loop.speculation.on_partial("Where is")
     assert len(judge.texts) == loop.asr.partials + 1
+
+
+class RecordingPrefillLlm(FakeLlm):
+    """Keeps the visitor's words of every prompt it prefills, and the thread that asked."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply, ManualClock(), per_token=0.0)
+        self.prefilled: list[tuple[str, str]] = []
+
+    def prefill(self, messages):  # type: ignore[no-untyped-def]
+        self.prefilled.append((messages[-1].content, threading.current_thread().name))
+        return 1
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_partial_transcript_is_prefilled_while_the_visitor_speaks(
+    rings: tuple[SharedRing, SharedRing], on: bool
+) -> None:
+    mic, spk = rings
+    llm = RecordingPrefillLlm("Upstairs.")
+    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", llm=llm, prefill_while_speaking=on)
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.5)]))  # a partial transcript after a second of speech
+        deadline = time.monotonic() + 5
+        while loop.asr.partials == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        # on its own thread, before the visitor has stopped speaking
+        assert llm.prefilled == ([("Where is the cafe?", "edgevoice-prefill")] if on else [])
+        mic.write(np.concatenate([speech(0.5), silence(2.0)]))
+        assert done.wait(10)
+    assert traces[0].reply == "Upstairs."
+    # none once the visitor is silent: after the speculative transcript's prefill (the recognition worker's), only
+    # the responder's (the conversation after the reply)
+    threads = [thread for _, thread in llm.prefilled]
+    assert "edgevoice-asr" in threads
+    assert set(threads[threads.index("edgevoice-asr") :]) <= {"edgevoice-asr", "edgevoice-responder"}
 
 
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:

@@ -16,6 +16,7 @@ from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingE
 from edgevoice.events import ChatMessage
 from edgevoice.models.formats import check_gguf
 from edgevoice.native_output import quiet_stderr
+from edgevoice.priority import in_background, should_yield
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 PREFILL_CHUNK = 64
 """Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
 be interrupted (shutdown), so no prefill holds the model for long; smaller chunks cost prefill speed."""
+BACKGROUND_PREFILL_CHUNK = 16
+"""The same, for a prefill done ahead of time (:func:`edgevoice.priority.background`): it stops between two chunks
+once the critical path needs the cores, so a chunk is what it can hold them up."""
 
 
 class LlamaCppModel:
@@ -121,11 +125,14 @@ class LlamaCppModel:
         if keep == len(tokens):
             return 0
         self._llm.n_tokens = keep
+        chunk = BACKGROUND_PREFILL_CHUNK if in_background() else PREFILL_CHUNK
         try:
-            for start in range(keep, len(tokens), PREFILL_CHUNK):
+            for start in range(keep, len(tokens), chunk):
                 if self._interrupted.is_set():
                     raise LanguageModelError("prefill interrupted: the model is shutting down", code="llm_interrupted")
-                self._llm.eval(tokens[start : start + PREFILL_CHUNK])  # n_tokens grows with each chunk evaluated
+                if should_yield():  # ahead-of-time work, and the critical path needs the cores: what is done stays
+                    return start - keep
+                self._llm.eval(tokens[start : start + chunk])  # n_tokens grows with each chunk evaluated
         except LanguageModelError:
             raise
         except Exception as exc:

@@ -64,6 +64,9 @@ class EndpointingConfig:
     speculative_reply: bool = True
     """Begin the reply the moment the visitor falls silent (its audio held back until the turn is committed), so the
     language model and the synthesizer work while the end of the turn is being confirmed."""
+    prefill_while_speaking: bool = True
+    """Put each partial transcript of a question bound for the language model into its cache while the visitor
+    speaks, so that its reply evaluates only the words said since."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -130,6 +130,7 @@ class LiveAssistant:
             fallback_text=config.kiosk.fallback_phrase,
             reply_budget_s=config.kiosk.reply_budget_s,
             speculative_reply=config.endpointing.speculative_reply,
+            prefill_while_speaking=config.endpointing.prefill_while_speaking,
             activation=self.activation,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)

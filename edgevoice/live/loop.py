@@ -33,7 +33,7 @@ from edgevoice.live.events import LoopEvent, Partial
 from edgevoice.live.listener import FRAME, Listener
 from edgevoice.reply.output import ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder
-from edgevoice.reply.speculation import SpeculativeReplies
+from edgevoice.reply.speculation import PrefillAhead, SpeculativeReplies
 from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ class VoiceLoop:
         fallback_text: str = "",
         reply_budget_s: float | None = None,
         speculative_reply: bool = False,
+        prefill_while_speaking: bool = False,
         activation: Activation | None = None,
         text_turn: TextEndOfTurn | None = None,
     ) -> None:
@@ -89,7 +90,8 @@ class VoiceLoop:
         and the visitor hears the phrase whatever state the engines are in (a hung engine included).
 
         ``speculative_reply``: start the reply the moment the visitor falls silent, its audio held until the turn
-        is committed (:mod:`edgevoice.reply.speculation`).
+        is committed (:mod:`edgevoice.reply.speculation`). ``prefill_while_speaking``: put each partial transcript
+        into the language model's cache while the visitor speaks (:class:`~edgevoice.reply.speculation.PrefillAhead`).
 
         ``activation``: when the listener listens (:mod:`edgevoice.live.activation`); None: always.
 
@@ -141,6 +143,13 @@ class VoiceLoop:
             incomplete_below=endpoint.text_incomplete_below,
             errors=self.errors,
         )
+        self.prefill_ahead = (
+            PrefillAhead(
+                responder.prefill_turn, silent=lambda: self.speculation.valid, stop=self._stop, nice=compute_nice
+            )
+            if prefill_while_speaking
+            else None
+        )
         self.listener = Listener(
             mic=mic,
             vad=vad,
@@ -163,12 +172,17 @@ class VoiceLoop:
         """(The recognition worker.) A partial transcript: shown, and read ahead by the words' judge."""
         self._emit(Partial(turn_id, text))
         self.speculation.on_partial(text)
+        if self.prefill_ahead is not None:
+            self.prefill_ahead.offer(text)
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> None:
         self.responder.resume()  # a model interrupted when an earlier loop closed works again
         self.asr.start()
-        for name, target in (("listener", self.listener.run), ("responder", self.answerer.run)):
+        threads = [("listener", self.listener.run), ("responder", self.answerer.run)]
+        if self.prefill_ahead is not None:
+            threads.append(("prefill", self.prefill_ahead.run))
+        for name, target in threads:
             thread = threading.Thread(target=named(target, f"ev-{name}"), name=f"edgevoice-{name}", daemon=False)
             thread.start()
             self._threads.append(thread)

@@ -26,6 +26,7 @@ from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio, TextEndOfTurn
 from edgevoice.listen.streaming_asr import Speculation
+from edgevoice.priority import background, lower_this_thread
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 if TYPE_CHECKING:
@@ -304,3 +305,41 @@ class SpeculativeReplies:
             log.error("text end-of-turn failed, the sound decides: %s", exc)
             self.errors.append(exc)
             return None
+
+
+class PrefillAhead:
+    """The partial transcripts of the turn in progress put into the language model's cache while the visitor
+    speaks, on a thread of its own (:meth:`run`), so that a reply through the model finds its hint and most of its
+    question evaluated at the pause and evaluates only the words said since.
+
+    Only the latest partial transcript waits (an older one is moot); none is begun once the visitor has fallen silent
+    (``silent()``: the speculative decode and the verdicts then need the cores), one under way stops at its next
+    small step then (:func:`edgevoice.priority.background`), and ``prefill`` itself skips a
+    question that will not reach the model (a direct answer, small talk, "I don't know") and a model that is busy."""
+
+    def __init__(
+        self, prefill: Callable[[str], object], *, silent: Callable[[], bool], stop: threading.Event, nice: int = 0
+    ) -> None:
+        self._prefill, self._silent, self._stop, self._nice = prefill, silent, stop, nice
+        self._text: str | None = None
+        self._ready = threading.Condition()
+        self.prefilled = 0
+        """Partial transcripts prefilled (the model evaluated them, or found them in its cache already)."""
+
+    def offer(self, text: str) -> None:
+        """(Any thread.) The turn's latest partial transcript; replaces one still waiting."""
+        with self._ready:
+            self._text = text
+            self._ready.notify()
+
+    def run(self) -> None:
+        lower_this_thread(self._nice)
+        while not self._stop.is_set():
+            with self._ready:
+                self._ready.wait_for(lambda: self._text is not None or self._stop.is_set(), timeout=0.5)
+                text, self._text = self._text, None
+            if text is None or self._stop.is_set() or self._silent():
+                continue
+            with background(yield_to=self._silent):  # stops between two small steps once the visitor is silent
+                if self._prefill(text):
+                    self.prefilled += 1
