@@ -311,8 +311,8 @@ def test_the_words_judge_reads_the_partial_transcripts_ahead_and_none_once_the_v
         assert judge.texts == ["Where is the cafe?"] and loop.asr.partials == 1
         mic.write(np.concatenate([speech(0.5), silence(2.0)]))
         assert done.wait(10)
-    # the speculative transcript last, at the silence
-    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) == loop.asr.partials + 1
+    # the speculative transcript last, at the silence (a partial decoded as the visitor fell silent is not read)
+    assert judge.texts[-1] == "Where is the cafe?" and 2 <= len(judge.texts) <= loop.asr.partials + 1
     assert set(judge.threads) == {"edgevoice-asr"}
     assert traces[0].reply == "Upstairs."
     # after the silence nothing is read ahead: a partial then would hold up the speculative decode
