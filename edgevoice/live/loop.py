@@ -169,7 +169,8 @@ class VoiceLoop:
         self.on_event(event)
 
     def _on_partial(self, turn_id: int, text: str) -> None:
-        """(The recognition worker.) A partial transcript: shown, and read ahead by the words' judge."""
+        """(The recognition worker.) A partial transcript: shown, read ahead by the words' judge and, with
+        ``prefill_while_speaking``, handed to the prefill thread."""
         self._emit(Partial(turn_id, text))
         self.speculation.on_partial(text)
         if self.prefill_ahead is not None:

@@ -314,8 +314,8 @@ class PrefillAhead:
 
     Only the latest partial transcript waits (an older one is moot); none is begun once the visitor has fallen silent
     (``silent()``: the speculative decode and the verdicts then need the cores), one under way stops at its next
-    small step then (:func:`edgevoice.priority.background`), and ``prefill`` itself skips a
-    question that will not reach the model (a direct answer, small talk, "I don't know") and a model that is busy."""
+    small step then (:func:`edgevoice.priority.background`), and ``prefill`` itself skips a question that will not
+    reach the model (a direct answer, small talk, "I don't know") and a model that is busy."""
 
     def __init__(
         self, prefill: Callable[[str], object], *, silent: Callable[[], bool], stop: threading.Event, nice: int = 0
