@@ -8,7 +8,7 @@ the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the v
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,17 @@ be interrupted (shutdown), so no prefill holds the model for long; smaller chunk
 BACKGROUND_PREFILL_CHUNK = 16
 """The same, for a prefill done ahead of time (:func:`edgevoice.priority.background`): it stops between two chunks
 once the critical path needs the cores, so a chunk is what it can hold them up."""
+
+
+def shared_prefix(cached: Iterable[int], tokens: Iterable[int]) -> int:
+    """How many tokens ``cached`` (what a llama.cpp context holds) and ``tokens`` share from their start: those need
+    no evaluation again."""
+    n = 0
+    for a, b in zip(cached, tokens, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 class LlamaCppModel:
@@ -117,11 +128,7 @@ class LlamaCppModel:
         Tokens already in the cache (the longest common prefix with the last prompt) are not evaluated again.
         """
         tokens = self.tokens(messages, generation_prompt=False)
-        keep = 0
-        for cached, new in zip(self._llm.input_ids[: self._llm.n_tokens], tokens, strict=False):
-            if cached != new:
-                break
-            keep += 1
+        keep = shared_prefix(self._llm.input_ids[: self._llm.n_tokens], tokens)
         if keep == len(tokens):
             return 0
         self._llm.n_tokens = keep

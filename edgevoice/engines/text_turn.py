@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgevoice.engines.llamacpp import shared_prefix
 from edgevoice.errors import TurnError
 from edgevoice.words import words
 
@@ -87,7 +88,7 @@ class TextEndOfTurn:
         with self._lock:
             # the cached tokens the two texts share (the last one is decoded again when nothing differs: its logits
             # are the verdict)
-            keep = min(_shared(self._judged, tokens), len(tokens) - 1)
+            keep = min(shared_prefix(self._judged, tokens), len(tokens) - 1)
             start = len(self._prefix) + keep
             try:
                 self._judged = []  # until the decode is done, the cache holds nothing certain past the prefix
@@ -105,13 +106,3 @@ class TextEndOfTurn:
 
     def close(self) -> None:
         self._ctx.close()
-
-
-def _shared(a: list[int], b: list[int]) -> int:
-    """How many tokens ``a`` and ``b`` share from their start."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
