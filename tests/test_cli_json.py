@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from edgevoice import cli
 from edgevoice.audio import streams
 from edgevoice.audio.devices import DeviceInfo
+from edgevoice.live.cli import write_lines
 
 
 def commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
@@ -137,3 +141,42 @@ def test_bench_prints_its_report_as_json_and_its_table_on_stderr(
     assert "TABLE sample" in printed.err and "TABLE" not in printed.out
     assert cli.main(["bench", "--quality", "--written-only"]) == 0
     assert capsys.readouterr().out.strip() == "TABLE sample"  # without --json: the table on stdout, as before
+
+
+class _SlowStdout:
+    """A stdout whose every write lets the other threads run before it is done: where two threads' writes can
+    interleave, they do."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    def write(self, text: str) -> int:
+        time.sleep(0.0005)
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_run_records_from_several_threads_stay_one_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the recognition worker's partials, the responder's "speaking" and the turn records are written by different
+    # threads; a record run into another's line was lost to every reader (the barge-in test's missing "speaking")
+    out = _SlowStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+
+    def writer(name: str) -> None:
+        for i in range(40):
+            write_lines([json.dumps({"event": name, "i": i})])
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("partial", "speaking", "turn")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = "".join(out.written).splitlines()
+    assert len(lines) == 120
+    records = [json.loads(line) for line in lines]
+    assert sorted((r["event"], r["i"]) for r in records) == sorted(
+        (name, i) for name in ("partial", "speaking", "turn") for i in range(40)
+    )

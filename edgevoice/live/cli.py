@@ -35,6 +35,17 @@ from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
 
+_STDOUT = threading.Lock()
+
+
+def write_lines(lines: list[str]) -> None:
+    """Write whole lines to stdout, each call's lines together: records come from several threads (the recognition
+    worker's partials, the responder's "speaking", the turns), and a ``print`` writes its text and its newline
+    apart, so two threads printing at once can run two records into one line that no reader can parse."""
+    with _STDOUT:
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        sys.stdout.flush()
+
 
 def turn_record(
     trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_rate: int, echo: dict[str, float | None] | None = None
@@ -116,17 +127,18 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         if journal.record(record) and not json_lines:
             return
         if json_lines:
-            print(json.dumps(record), flush=True)
+            lines = [json.dumps(record)]
         elif record["event"] in ("speaking", "partial"):
             return
         elif record["event"] == "turn":
-            print(f"Visitor:   {record['transcript']}", flush=True)
-            print(f"Assistant: {record['reply']}", flush=True)
-            print(f"  voice-to-voice {record['voice_to_voice_ms']} ms, stages {record['stages_ms']}", flush=True)
+            lines = [
+                f"Visitor:   {record['transcript']}",
+                f"Assistant: {record['reply']}",
+                f"  voice-to-voice {record['voice_to_voice_ms']} ms, stages {record['stages_ms']}",
+            ]
         else:
-            print(
-                f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event"), flush=True
-            )
+            lines = [f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event")]
+        write_lines(lines)
 
     faulthandler.enable()  # a crash in a native engine leaves every thread's Python stack in the log
     stop = threading.Event()

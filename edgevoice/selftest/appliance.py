@@ -42,6 +42,8 @@ class ApplianceProcess:
         )
         self.records: queue.Queue[Record] = queue.Queue()
         self.seen: list[Record] = []
+        self.garbled: list[str] = []
+        """Lines that began as a record but did not parse."""
         self._reader = threading.Thread(target=self._read, name="edgevoice-selftest-records", daemon=True)
         self._reader.start()
 
@@ -52,7 +54,7 @@ class ApplianceProcess:
                 try:
                     self.records.put(json.loads(line))
                 except json.JSONDecodeError:
-                    continue
+                    self.garbled.append(line[:300])  # shown when a record is missed: never skipped silently
 
     def next(self, event: str, timeout: float) -> Record:
         """The next record of ``event`` (earlier records of other events are kept in :attr:`seen`)."""
@@ -70,7 +72,12 @@ class ApplianceProcess:
             self.seen.append(record)
             if record["event"] == event:
                 return record
-        raise SelftestError(f"no {event!r} record from edgevoice run within {timeout:.0f} s: {self.stderr_tail()}")
+        recent = [r.get("event") for r in self.seen[-12:]]
+        last = json.dumps(self.seen[-1])[:800] if self.seen else "none"
+        raise SelftestError(
+            f"no {event!r} record from edgevoice run within {timeout:.0f} s (its last records: {recent}; the last: "
+            f"{last}; lines that did not parse: {self.garbled[-3:]}): {self.stderr_tail()}"
+        )
 
     def maybe_next(self, event: str, timeout: float) -> Record | None:
         """The next record of ``event`` if one comes within ``timeout``, else None."""
