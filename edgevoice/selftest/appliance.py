@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -42,8 +43,8 @@ class ApplianceProcess:
         )
         self.records: queue.Queue[Record] = queue.Queue()
         self.seen: list[Record] = []
-        self.garbled: list[str] = []
-        """Lines that began as a record but did not parse."""
+        self.garbled: deque[str] = deque(maxlen=3)
+        """The last lines that began as a record but did not parse."""
         self._reader = threading.Thread(target=self._read, name="edgevoice-selftest-records", daemon=True)
         self._reader.start()
 
@@ -76,7 +77,7 @@ class ApplianceProcess:
         last = json.dumps(self.seen[-1])[:800] if self.seen else "none"
         raise SelftestError(
             f"no {event!r} record from edgevoice run within {timeout:.0f} s (its last records: {recent}; the last: "
-            f"{last}; lines that did not parse: {self.garbled[-3:]}): {self.stderr_tail()}"
+            f"{last}; lines that did not parse: {list(self.garbled)}): {self.stderr_tail()}"
         )
 
     def maybe_next(self, event: str, timeout: float) -> Record | None:
