@@ -47,7 +47,7 @@ def recognizer(ggml_tiny: Path) -> Iterator[WhisperCppRecognizer]:
 
 @pytest.fixture(scope="session")
 def speak(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], np.ndarray]:
-    """Speech for a text at 16 kHz, made with the Piper voice (test fixture only)."""
+    """Speech for a text at 16 kHz, made with the Piper voice without its sampling noise (test fixture only)."""
     if not VOICE_WHEEL.is_file():
         pytest.skip(f"{VOICE_WHEEL} not downloaded")
     piper = pytest.importorskip("piper")
@@ -61,7 +61,9 @@ def speak(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], np.ndarra
 
     def make(text: str) -> np.ndarray:
         if text not in cache:
-            chunks = list(voice.synthesize(text))
+            # without the voice's sampling noise: every run hears the same audio (with it, "kitchen lights" was
+            # once heard "kitchen whites")
+            chunks = list(voice.synthesize(text, syn_config=piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)))
             audio = np.concatenate([c.audio_float_array for c in chunks])
             cache[text] = soxr.resample(audio, chunks[0].sample_rate, 16000).astype(np.float32)
         return cache[text]
