@@ -22,6 +22,7 @@ from edgevoice.listen.endpointing import (
     SpeechStart,
     TurnEnd,
     TurnEndReason,
+    pause_verdict,
 )
 
 F = 0.032  # Silero VAD: 512 samples at 16 kHz
@@ -101,6 +102,69 @@ def test_an_incomplete_turn_waits_until_the_long_silence() -> None:
         (57, TurnEnd(approx(58 * F), approx(20 * F), TurnEndReason.SILENCE_TIMEOUT, 0.0)),
     ]
     assert ep.state is EndpointState.IDLE
+
+
+def test_an_unsure_turn_ends_after_its_shorter_silence_and_the_next_pause_waits_long_again() -> None:
+    ep = Endpointer()
+    out: list[tuple[int, EndpointEvent]] = []
+    probs = frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 20), (SILENCE, 60))
+    waits = iter((700, None))  # the first pause is unsure, the second incomplete
+    for i, p in enumerate(probs):
+        for event in ep.feed(F, p):
+            if isinstance(event, (Silence, SilenceEnd)):
+                continue
+            out.append((i, event))
+            if isinstance(event, Pause):
+                out.extend((i, e) for e in ep.report_turn_probability(0.0, max_silence_ms=next(waits)))
+    # the visitor resumes 320 ms into the unsure pause: the same turn goes on; its next pause, incomplete, waits the
+    # whole 1.2 s again (38 frames after the speech that ends at frame 50)
+    assert [(i, type(e).__name__) for i, e in out] == [
+        (3, "SpeechStart"), (25, "Pause"), (33, "SpeechResume"), (55, "Pause"), (87, "TurnEnd"),
+    ]  # fmt: skip
+    assert out[-1][1] == TurnEnd(approx(88 * F), approx(50 * F), "silence_timeout", 0.0)
+
+    # 700 ms / 32 ms = 21.9: the 22nd silent frame (index 41) ends an unsure turn
+    ep = Endpointer()
+    out = []
+    for i, p in enumerate(frames((SPEECH, 20), (SILENCE, 60))):
+        for event in ep.feed(F, p):
+            out.append((i, event))
+            if isinstance(event, Pause):
+                out.extend((i, e) for e in ep.report_turn_probability(0.0, max_silence_ms=700))
+    assert [(i, e) for i, e in out if isinstance(e, TurnEnd)] == [
+        (41, TurnEnd(approx(42 * F), approx(20 * F), TurnEndReason.SILENCE_TIMEOUT, 0.0))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sound", "words", "decision"),
+    [
+        (0.9, None, "complete"),  # no words: the sound decides
+        (0.2, None, "incomplete"),
+        (0.99, 0.001, "incomplete"),  # "where can i find": the words veto a complete sound
+        (0.1, 0.3, "complete"),  # words that clearly end a sentence end the turn whatever the sound
+        (0.9, 0.03, "unsure"),  # in between: a shorter wait ...
+        (0.99, 0.03, "complete"),  # ... unless the sound is sure
+    ],
+)
+def test_a_pause_fuses_the_sound_and_the_words(sound: float, words: float | None, decision: str) -> None:
+    cfg = EndpointingConfig()
+    decided = pause_verdict(sound, words, cfg)
+    got = "complete" if decided.p >= cfg.complete_threshold else "unsure" if decided.unsure else "incomplete"
+    assert got == decision
+    assert decided.max_silence_ms == (cfg.unsure_silence_ms if decided.unsure else cfg.incomplete_max_silence_ms)
+
+
+def test_without_the_words_tiers_the_sound_decides_and_the_words_only_veto() -> None:
+    before = EndpointingConfig(text_complete_at=0.0)
+    assert pause_verdict(0.9, 0.03, before).p == 0.9  # complete as Smart Turn hears it
+    assert pause_verdict(0.2, 0.9, before).p == 0.2  # and incomplete
+    assert pause_verdict(0.9, 0.001, before).p == 0.001
+    off = EndpointingConfig(text_incomplete_below=0.0)
+    assert pause_verdict(0.2, 0.9, off).p == 0.2
+    # an unsure wait is never longer than the incomplete one
+    short = EndpointingConfig(incomplete_max_silence_ms=500)
+    assert pause_verdict(0.9, 0.03, short).max_silence_ms == 500
 
 
 def test_no_verdict_at_all_still_ends_at_the_long_silence() -> None:

@@ -295,6 +295,37 @@ def test_the_words_are_judged_beside_smart_turn_and_a_reply_begins_only_after_a_
     assert traces[0].reply == "Upstairs."
 
 
+@pytest.mark.parametrize("goes_on", [False, True])
+def test_an_unsure_pause_keeps_the_reply_begun_for_it_until_its_shorter_silence_ends_the_turn(
+    rings: tuple[SharedRing, SharedRing], goes_on: bool
+) -> None:
+    mic, spk = rings
+    # words between text_incomplete_below and text_complete_at, a sound that is not sure: unsure
+    judge, turns = WordsJudge(0.03), []  # type: ignore[var-annotated]
+    endpoint = EndpointingConfig(text_incomplete_below=0.005)
+    loop, _, traces, done = make_loop(
+        mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint, speculative_reply=True
+    )
+    with running(loop):
+        if goes_on:  # the visitor goes on 0.5 s into the pause: no reply to the first half
+            mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.5), speech(1.0), silence(2.0)]))
+        else:
+            mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
+        assert done.wait(10)
+        time.sleep(0.3)  # nothing more comes
+    (turn,) = turns
+    assert turn.reason == "silence_timeout"
+    silence_s = turn.committed_t - turn.speech_end_t
+    assert endpoint.unsure_silence_ms / 1000 - 0.05 <= silence_s < endpoint.incomplete_max_silence_ms / 1000 - 0.2
+    assert turn.audio.size / RATE > (2.4 if goes_on else 1.2)  # the turn holds what was said after the pause too
+    counts = loop.speculative_replies
+    if goes_on:  # the reply begun at the first pause was dropped (the one for the second may have begun too)
+        assert counts["dropped"] >= 1 and counts["started"] == counts["adopted"] + counts["dropped"]
+    else:  # the reply begun at the pause stood through the wait and is the one heard
+        assert counts == {"started": 1, "adopted": 1, "dropped": 0} and traces[0].speculative_reply
+    assert traces[0].reply == "Upstairs."
+
+
 def test_the_words_judge_reads_the_partial_transcripts_ahead_and_none_once_the_visitor_is_silent(
     rings: tuple[SharedRing, SharedRing],
 ) -> None:

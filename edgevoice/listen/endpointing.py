@@ -14,7 +14,8 @@ live loop and answers with typed events:
   audio and reports the probability back with :meth:`Endpointer.report_turn_probability`;
 - :class:`TurnEnd` when the turn is over, for a :class:`TurnEndReason`: ``COMPLETE`` (Smart Turn says so; ended at
   once, at the current stream time), ``SILENCE_TIMEOUT`` (incomplete, or no verdict yet, but the silence reached
-  ``incomplete_max_silence_ms``) or ``MAX_LENGTH`` (the turn reached ``max_turn_s``);
+  ``incomplete_max_silence_ms``, or the shorter wait the verdict asked for: an unsure pause, see
+  :func:`pause_verdict`) or ``MAX_LENGTH`` (the turn reached ``max_turn_s``);
 - :class:`SpeechResume` when speech comes back during a pause, again after ``min_speech_ms``: the same turn goes
   on, and a verdict that arrives afterwards for the earlier pause is ignored;
 - :class:`CutTurnPause` after a ``MAX_LENGTH`` end, once the visitor pauses (``silence_ms`` below ``neg_threshold``):
@@ -59,6 +60,15 @@ class EndpointingConfig:
     that the sentence ends there, :mod:`edgevoice.engines.text_turn`); below this the turn is incomplete after all
     ("where can I find"). The default is the threshold measured for the default model (``docs/decisions.md``); 0
     turns the check off. Off without a local model."""
+    text_complete_at: float = field(default=0.1, metadata=_rng(0.0, 1.0))
+    """Words this likely to end a sentence end the turn at the pause whatever Smart Turn hears; words between
+    ``text_incomplete_below`` and this leave the turn unsure: it ends after ``unsure_silence_ms`` unless Smart Turn is
+    at least ``complete_sure`` (:func:`pause_verdict`; measured by ``scripts/pause_eval.py``). 0: the words only
+    veto a complete-sounding pause, as Smart Turn alone decides otherwise."""
+    complete_sure: float = field(default=0.98, metadata=_rng(0.05, 1.0))
+    """Smart Turn probability that ends an unsure turn at the pause."""
+    unsure_silence_ms: int = field(default=700, metadata=_rng(100, 10000))
+    """Silence after which an unsure turn ends (never longer than ``incomplete_max_silence_ms``)."""
     max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
     """A turn is cut off after this long, measured from its onset, and answered once the visitor pauses."""
     speculative_reply: bool = True
@@ -81,6 +91,36 @@ class EndpointingConfig:
                 f"endpointing.incomplete_max_silence_ms = {self.incomplete_max_silence_ms!r}: "
                 f"must be at least endpointing.silence_ms ({self.silence_ms})"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class PauseVerdict:
+    """What a pause's verdicts decide: the probability to report (:meth:`Endpointer.report_turn_probability`) and,
+    for a turn that is not complete, how long a silence ends it (ms)."""
+
+    p: float
+    max_silence_ms: int
+    unsure: bool = False
+    """Neither complete nor incomplete: the turn ends after ``unsure_silence_ms`` if nothing more is said."""
+
+
+def pause_verdict(sound: float, words: float | None, config: EndpointingConfig) -> PauseVerdict:
+    """Fuse Smart Turn's probability (``sound``) with the words' (``words``; None: not judged) at a pause.
+
+    Without words, or with ``text_complete_at`` 0, the sound decides and words under ``text_incomplete_below`` veto
+    a complete one. Otherwise the words decide first: under ``text_incomplete_below`` the turn is incomplete, at
+    ``text_complete_at`` or more it is complete, and in between it is complete only when the sound is sure
+    (``complete_sure``); else it is unsure and ends after ``unsure_silence_ms`` of silence."""
+    long = config.incomplete_max_silence_ms
+    if words is None or config.text_incomplete_below <= 0.0:
+        return PauseVerdict(sound, long)
+    if words < config.text_incomplete_below:
+        return PauseVerdict(min(sound, words), long)
+    if config.text_complete_at <= 0.0:
+        return PauseVerdict(sound, long)
+    if words >= config.text_complete_at or sound >= config.complete_sure:
+        return PauseVerdict(1.0, long)
+    return PauseVerdict(0.0, min(config.unsure_silence_ms, long), unsure=True)
 
 
 class TurnEndReason(enum.StrEnum):
@@ -196,6 +236,7 @@ class Endpointer:
         self._onset: float | None = None  # start of voiced frames not yet confirmed as speech
         self._turn_start = 0.0
         self._speech_end = 0.0
+        self._max_silence_ms = self.config.incomplete_max_silence_ms  # set by each verdict
 
     @property
     def state(self) -> EndpointState:
@@ -237,6 +278,7 @@ class Endpointer:
             elif end - self._speech_end >= cfg.silence_ms / 1000 - _EPS:
                 self._seq += 1
                 self._state = EndpointState.PAUSE_PENDING_VERDICT
+                self._max_silence_ms = cfg.incomplete_max_silence_ms  # until the verdict says otherwise
                 events.append(Pause(end, self._speech_end, self._turn_start, self._seq))
         elif self._voiced:  # idle or paused: voiced frames must last min_speech_ms to count
             if self._onset is None:
@@ -253,10 +295,7 @@ class Endpointer:
                     events.append(SpeechResume(onset))
         else:
             self._onset = None
-            if (
-                state is not EndpointState.IDLE
-                and end - self._speech_end >= cfg.incomplete_max_silence_ms / 1000 - _EPS
-            ):
+            if state is not EndpointState.IDLE and end - self._speech_end >= self._max_silence_ms / 1000 - _EPS:
                 events.append(self._end(TurnEndReason.SILENCE_TIMEOUT))
         if self._state is not EndpointState.IDLE and end - self._turn_start >= cfg.max_turn_s - _EPS:
             if self._state is EndpointState.SPEECH and self._voiced:
@@ -264,10 +303,13 @@ class Endpointer:
             events.append(self._end(TurnEndReason.MAX_LENGTH))
         return events
 
-    def report_turn_probability(self, p: float, *, seq: int | None = None) -> list[EndpointEvent]:
+    def report_turn_probability(
+        self, p: float, *, seq: int | None = None, max_silence_ms: int | None = None
+    ) -> list[EndpointEvent]:
         """Smart Turn's answer to a :class:`Pause` (``seq`` names which one; pass it when the answer comes from
-        another thread). Complete: the turn ends now. Incomplete: wait for more speech or the silence timeout.
-        An answer that is no longer wanted (speech resumed, the turn ended, another pause since) is ignored."""
+        another thread). Complete: the turn ends now. Incomplete: wait for more speech or for ``max_silence_ms`` of
+        silence (default ``incomplete_max_silence_ms``). An answer that is no longer wanted (speech resumed, the
+        turn ended, another pause since) is ignored."""
         if not 0.0 <= p <= 1.0:
             raise TurnError(f"end-of-turn probability must be in [0, 1], got {p!r}", code="turn_probability_invalid")
         if self._state is not EndpointState.PAUSE_PENDING_VERDICT or (seq is not None and seq != self._seq):
@@ -275,6 +317,7 @@ class Endpointer:
         if p >= self.config.complete_threshold:
             return [self._end(TurnEndReason.COMPLETE)]
         self._state = EndpointState.PAUSE_INCOMPLETE
+        self._max_silence_ms = self.config.incomplete_max_silence_ms if max_silence_ms is None else max_silence_ms
         return []
 
     def _end(self, reason: TurnEndReason) -> TurnEnd:

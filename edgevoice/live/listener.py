@@ -28,6 +28,7 @@ from edgevoice.listen.endpointing import (
     SpeechStart,
     TurnEnd,
     TurnEndReason,
+    pause_verdict,
 )
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
@@ -261,15 +262,19 @@ class Listener:
                 # small machine; one after the other both are done sooner
                 self.speculation.decoded.wait(SPECULATION_WAIT_S)
             p = self._turn_probability(np.concatenate(self._turn))
-        if p >= self.endpointer.config.complete_threshold:
-            words = self._words_probability()
-            if words is not None and words < self.endpointer.config.text_incomplete_below:
-                log.info("turn %d: sounds complete (%.2f), but its words do not end a sentence (%.3f): %r",
-                         self._turn_id, p, words, self.speculation.transcript)  # fmt: skip
-                p = words
-        verdict = self.endpointer.report_turn_probability(p)
-        if not any(isinstance(e, TurnEnd) for e in verdict):
-            # an incomplete turn: what was said up to this pause is stable, decode it now
+        words = self._words_probability()
+        decided = pause_verdict(p, words, self.endpointer.config)
+        threshold = self.endpointer.config.complete_threshold
+        if p >= threshold > decided.p and not decided.unsure:
+            log.info("turn %d: sounds complete (%.2f), but its words do not end a sentence (%.3f): %r",
+                     self._turn_id, p, words, self.speculation.transcript)  # fmt: skip
+        elif decided.unsure:
+            log.info("turn %d: unsure (sound %.2f, words %.3f): ends after %d ms of silence",
+                     self._turn_id, p, words, decided.max_silence_ms)  # fmt: skip
+        verdict = self.endpointer.report_turn_probability(decided.p, max_silence_ms=decided.max_silence_ms)
+        if not any(isinstance(e, TurnEnd) for e in verdict) and not decided.unsure:
+            # an incomplete turn: what was said up to this pause is stable, decode it now (an unsure one keeps its
+            # speculative decode and the reply begun for it: they stand if the visitor says nothing more)
             segment = np.concatenate(self._turn[self._segment_start :])
             self.asr.commit_segment(segment, speculated=valid)
             self._segment_start = self._last_partial = len(self._turn)

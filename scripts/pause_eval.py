@@ -1,0 +1,177 @@
+"""Measure the end of turn on speech: replies to half a sentence and waits after a finished one.
+
+Each question of the benchmark venues is spoken by voices that are not the kiosk's (:mod:`edgevoice.bench.voices`)
+twice: whole, and with a pause in mid-sentence after a random word (two words or more, before the last; the cut of
+``scripts/text_turn_eval.py``). The paused one is spoken as "first part, rest" so the voice keeps the unfinished tone
+of a comma, and the comma's quiet gap becomes a pause of :data:`PAUSE_S` (as ``scripts/make-selftest-utterances``
+makes the self-test's paused utterances). Each clip goes through the listener's decision, offline and frame by
+frame: Silero, the endpointer, and at each pause Smart Turn on the turn so far and, when it finds it complete, the
+words' verdict on the recognizer's transcript so far.
+
+Per split it prints the paused questions answered at the pause (a reply to half a sentence; the issue's bound: 2 %)
+and the whole questions held up at their end (an "incomplete" wait of ``incomplete_max_silence_ms``; bound: 5 %),
+under the configured thresholds and a grid of others, so that thresholds are chosen on the development halves and
+reported on the test halves. Usage, from the checkout's root: ``PYTHONPATH=. python scripts/pause_eval.py [VOICE...]``
+(default: the benchmark's three voices); ``--split dev|test|both``; ``--dump FILE.jsonl`` keeps every pause's
+verdicts, ``--from FILE.jsonl`` reports such a file again (under changed policies) without the engines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgevoice.bench.cli import venues
+from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
+from edgevoice.config import Config
+from edgevoice.engines.factory import load_engines, load_turn_model
+from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, pause_verdict
+from edgevoice.selftest.measure import loud_frames
+
+RATE = 16000
+FRAME = 512
+PAUSE_S = 0.6
+LEAD_S, TAIL_S = 0.5, 1.5
+
+
+@dataclass
+class Verdict:
+    """One pause: Smart Turn's probability, the words' (None: not asked) and whether the speech was over there."""
+
+    sound: float
+    words: float | None
+    final: bool
+    text: str
+
+
+def with_pause(audio: np.ndarray) -> np.ndarray | None:
+    """The comma's quiet gap (the longest run of quiet 10 ms frames inside the speech) made :data:`PAUSE_S` long;
+    None when the speech has no gap."""
+    hop = RATE // 100
+    loud = loud_frames(audio, RATE)
+    if len(loud) < 2:
+        return None
+    gap = int(np.argmax(np.diff(loud)))
+    start, stop = (loud[gap] + 1) * hop, loud[gap + 1] * hop
+    return np.concatenate([audio[:start], np.zeros(int(PAUSE_S * RATE), np.float32), audio[stop:]])
+
+
+def pauses(audio: np.ndarray, engines, turn_model, judge, config: Config) -> list[Verdict]:  # type: ignore[no-untyped-def]
+    """Every pause the endpointer finds in ``audio`` (speech padded with silence), with the verdicts there; each
+    pause is reported incomplete, so the turn goes on to the next."""
+    clip = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), audio, np.zeros(int(TAIL_S * RATE), np.float32)])
+    speech_end = (loud_frames(clip, RATE)[-1] + 1) * RATE // 100
+    vad = engines.vad
+    vad.reset()
+    endpointer = Endpointer(config.endpointing, threshold=config.vad.threshold)
+    out = []
+    for i in range(0, len(clip) - FRAME + 1, FRAME):
+        for event in endpointer.feed(FRAME / RATE, vad.probability(clip[i : i + FRAME])):
+            if not isinstance(event, Pause):
+                continue
+            heard = clip[: i + FRAME]
+            sound = turn_model.probability_complete(heard)
+            text = engines.recognizer.transcribe(heard).text
+            words = judge.probability_complete(text) if judge is not None and text.strip() else None
+            out.append(Verdict(float(sound), words, bool(i + FRAME >= speech_end), text))
+            endpointer.report_turn_probability(0.0)
+    return out
+
+
+POLICIES = {
+    "configured": {},
+    "sound, words veto (before)": {"text_complete_at": 0.0},
+    "sound alone": {"text_incomplete_below": 0.0},
+}
+"""The configured fusion and two others, as ``[endpointing]`` keys changed."""
+
+
+def outcome(v: Verdict, config: EndpointingConfig) -> int:
+    """The silence (ms) after which the listener ends the turn at this pause under ``config`` (its ``silence_ms``:
+    at once)."""
+    decided = pause_verdict(v.sound, v.words, config)
+    return config.silence_ms if decided.p >= config.complete_threshold else decided.max_silence_ms
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    split = sys.argv[sys.argv.index("--split") + 1] if "--split" in sys.argv else "both"
+    args = [a for a in args if a not in ("dev", "test", "both") and not a.endswith(".jsonl")]
+    config = Config()
+    if "--from" in sys.argv:  # a dump of an earlier run (--dump): report it under the policies again
+        cases: dict[str, list[tuple[bool, list[Verdict]]]] = {"dev": [], "test": []}
+        with open(sys.argv[sys.argv.index("--from") + 1]) as fh:
+            for line in fh:
+                r = json.loads(line)
+                if split in ("both", r["split"]):
+                    cases[r["split"]].append((r["whole"], [Verdict(**v) for v in r["pauses"]]))
+        report(cases, config)
+        return
+    engines, _ = load_engines(config)
+    turn_model = load_turn_model(config)
+    judge = engines.llm.end_of_turn_model()  # type: ignore[attr-defined]
+    rng = random.Random(1)
+    cases = {"dev": [], "test": []}
+    dump = open(sys.argv[sys.argv.index("--dump") + 1], "w") if "--dump" in sys.argv else None  # noqa: SIM115
+    took = []
+    for venue in venues(["all"]):
+        for q in venue.questions:
+            said = q.text.split()
+            cut = rng.randint(2, len(said) - 1) if len(said) >= 3 else None  # text_turn_eval.py's cuts
+            if split not in ("both", q.split):
+                continue
+            for name in args or DEFAULT_VOICES:
+                speak = voice_speaker(name)
+                t = time.perf_counter()
+                cases[q.split].append((True, pauses(speak(q.text), engines, turn_model, judge, config)))
+                if cut is not None:
+                    paused = with_pause(speak(f"{' '.join(said[:cut])}, {' '.join(said[cut:])}"))
+                    if paused is not None:
+                        cases[q.split].append((False, pauses(paused, engines, turn_model, judge, config)))
+                if dump is not None:
+                    for whole, verdicts in cases[q.split][-2 if cut is not None else -1 :]:
+                        record = {"split": q.split, "voice": name, "question": q.text, "whole": whole}
+                        record["cut"] = None if whole else " ".join(said[:cut])  # type: ignore[index]
+                        record["pauses"] = [v.__dict__ for v in verdicts]
+                        dump.write(json.dumps(record) + "\n")
+                took.append(time.perf_counter() - t)
+            if len(took) % 30 == 0:
+                print(f"... {len(took)} questions and voices", file=sys.stderr, flush=True)
+    print(f"{sum(map(len, cases.values()))} clips, {statistics.median(took):.1f} s a question and voice")
+    report(cases, config)
+
+
+def report(cases: dict[str, list[tuple[bool, list[Verdict]]]], config: Config) -> None:
+    for name, rows in cases.items():
+        if not rows:
+            continue
+        whole = [v for w, v in rows if w]
+        paused = [v for w, v in rows if not w]
+        print(f"{name}: {len(whole)} whole questions, {len(paused)} with a pause of {PAUSE_S:.1f} s in mid-sentence")
+        print(f"  {'':28} {'half answered':>15} {'whole: at once':>15} {'waited':>8} {'mean wait':>10}")
+        for policy, keys in POLICIES.items():
+            cfg = dataclasses.replace(config.endpointing, **keys)
+            # a paused question is answered in halves when a pause before its end ends the turn within the pause; a
+            # whole one waits what its last pause's verdict asks beyond silence_ms (none found: the longest wait)
+            halves = sum(any(outcome(v, cfg) < PAUSE_S * 1000 for v in vs if not v.final) for vs in paused)
+            waits = [
+                min((outcome(v, cfg) for v in vs if v.final), default=cfg.incomplete_max_silence_ms) - cfg.silence_ms
+                for vs in whole
+            ]
+            at_once = sum(w == 0 for w in waits)
+            print(
+                f"  {policy:28} {halves:>6} ({100 * halves / max(1, len(paused)):4.1f} %)"
+                f" {at_once:>6} ({100 * at_once / max(1, len(whole)):4.1f} %) {len(whole) - at_once:>8}"
+                f" {statistics.mean(waits):>7.0f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
