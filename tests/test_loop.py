@@ -295,6 +295,28 @@ def test_the_words_are_judged_beside_smart_turn_and_a_reply_begins_only_after_a_
     assert traces[0].reply == "Upstairs."
 
 
+def test_a_turn_with_nothing_recognized_ends_without_waiting_for_a_verdict_on_no_words(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    mic, spk = rings
+    judge, turns = WordsJudge(0.3), []  # type: ignore[var-annotated]
+    endpoint = EndpointingConfig(text_incomplete_below=0.005)
+    loop, responder, traces, done = make_loop(
+        mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint, speculative_reply=True
+    )
+    responder.recognizer.text = ""  # type: ignore[attr-defined]  # a cough, a door: speech to the VAD, no words
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(1.0)]))
+        started = time.monotonic()
+        assert done.wait(10)
+        waited = time.monotonic() - started
+    # the listener learns at once that the speculative decode heard nothing (it used to wait 1.5 s for a verdict on
+    # words that never came); nothing is judged, begun, prefilled or said
+    assert waited < 1.0
+    assert [t.reason for t in turns] == ["complete"] and traces[0].reply == ""
+    assert "" not in judge.texts and loop.speculative_replies["started"] == 0
+
+
 @pytest.mark.parametrize("goes_on", [False, True])
 def test_an_unsure_pause_keeps_the_reply_begun_for_it_until_its_shorter_silence_ends_the_turn(
     rings: tuple[SharedRing, SharedRing], goes_on: bool

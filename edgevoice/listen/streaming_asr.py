@@ -201,7 +201,7 @@ class StreamingTranscriber:
                     stable = job.turn.pending == 0
                     joined = " ".join(p.strip() for p in [*job.turn.segments, text] if p.strip())
                     job.turn.done.notify_all()
-                if text and latest:
+                if latest:  # an empty one too: the listener waits for it before it ends the turn
                     self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable))
                 continue
             if job.kind == "partial":

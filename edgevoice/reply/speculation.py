@@ -263,6 +263,7 @@ class SpeculativeReplies:
             unfinished = words is not None and words < self.incomplete_below
             start = (
                 self.enabled
+                and bool(spec.text.strip())  # nothing heard (a cough, a door): nothing to reply to
                 and spec.stable
                 and current
                 and not unfinished
@@ -282,7 +283,7 @@ class SpeculativeReplies:
                 self._reply = reply
                 self.counts["started"] += 1
                 self._submit(reply)
-        if not start:
+        if not start and spec.text.strip():
             self._prefill(spec.text)
 
     def on_partial(self, text: str) -> None:
