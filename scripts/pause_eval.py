@@ -5,12 +5,12 @@ twice: whole, and with a pause in mid-sentence after a random word (two words or
 ``scripts/text_turn_eval.py``). The paused one is spoken as "first part, rest" so the voice keeps the unfinished tone
 of a comma, and the comma's quiet gap becomes a pause of :data:`PAUSE_S` (as ``scripts/make-selftest-utterances``
 makes the self-test's paused utterances). Each clip goes through the listener's decision, offline and frame by
-frame: Silero, the endpointer, and at each pause Smart Turn on the turn so far and, when it finds it complete, the
-words' verdict on the recognizer's transcript so far.
+frame: Silero, the endpointer, and at each pause Smart Turn on the turn so far and the words' verdict on the
+recognizer's transcript so far, fused as the listener fuses them (:func:`~edgevoice.listen.endpointing.pause_verdict`).
 
-Per split it prints the paused questions answered at the pause (a reply to half a sentence; the issue's bound: 2 %)
-and the whole questions held up at their end (an "incomplete" wait of ``incomplete_max_silence_ms``; bound: 5 %),
-under the configured thresholds and a grid of others, so that thresholds are chosen on the development halves and
+Per split it prints the paused questions answered within the pause (a reply to half a sentence; the issue's bound:
+2 %) and the whole questions kept waiting at their end (bound: 5 %) and for how long on average, under the
+configured fusion and two other rules (:data:`POLICIES`), so that settings are chosen on the development halves and
 reported on the test halves. Usage, from the checkout's root: ``PYTHONPATH=. python scripts/pause_eval.py [VOICE...]``
 (default: the benchmark's three voices); ``--split dev|test|both``; ``--dump FILE.jsonl`` keeps every pause's
 verdicts, ``--from FILE.jsonl`` reports such a file again (under changed policies) without the engines.
@@ -18,6 +18,7 @@ verdicts, ``--from FILE.jsonl`` reports such a file again (under changed policie
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import random
@@ -33,7 +34,7 @@ from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
 from edgevoice.config import Config
 from edgevoice.engines.factory import load_engines, load_turn_model
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, pause_verdict
-from edgevoice.selftest.measure import loud_frames
+from edgevoice.selftest.measure import loud_frames, with_longest_gap
 
 RATE = 16000
 FRAME = 512
@@ -49,18 +50,6 @@ class Verdict:
     words: float | None
     final: bool
     text: str
-
-
-def with_pause(audio: np.ndarray) -> np.ndarray | None:
-    """The comma's quiet gap (the longest run of quiet 10 ms frames inside the speech) made :data:`PAUSE_S` long;
-    None when the speech has no gap."""
-    hop = RATE // 100
-    loud = loud_frames(audio, RATE)
-    if len(loud) < 2:
-        return None
-    gap = int(np.argmax(np.diff(loud)))
-    start, stop = (loud[gap] + 1) * hop, loud[gap + 1] * hop
-    return np.concatenate([audio[:start], np.zeros(int(PAUSE_S * RATE), np.float32), audio[stop:]])
 
 
 def pauses(audio: np.ndarray, engines, turn_model, judge, config: Config) -> list[Verdict]:  # type: ignore[no-untyped-def]
@@ -101,13 +90,17 @@ def outcome(v: Verdict, config: EndpointingConfig) -> int:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    split = sys.argv[sys.argv.index("--split") + 1] if "--split" in sys.argv else "both"
-    args = [a for a in args if a not in ("dev", "test", "both") and not a.endswith(".jsonl")]
+    parser = argparse.ArgumentParser(description="replies to half a sentence, and waits after a whole one")
+    parser.add_argument("voices", nargs="*", default=list(DEFAULT_VOICES), help="voices (edgevoice/bench/voices.py)")
+    parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
+    parser.add_argument("--dump", metavar="FILE", help="keep every pause's verdicts (JSON lines)")
+    parser.add_argument("--from", dest="source", metavar="FILE", help="report a --dump file again, no engines")
+    args = parser.parse_args()
+    split = args.split
     config = Config()
-    if "--from" in sys.argv:  # a dump of an earlier run (--dump): report it under the policies again
+    if args.source:  # a dump of an earlier run: report it under the policies again
         cases: dict[str, list[tuple[bool, list[Verdict]]]] = {"dev": [], "test": []}
-        with open(sys.argv[sys.argv.index("--from") + 1]) as fh:
+        with open(args.source) as fh:
             for line in fh:
                 r = json.loads(line)
                 if split in ("both", r["split"]):
@@ -119,7 +112,7 @@ def main() -> None:
     judge = engines.llm.end_of_turn_model()  # type: ignore[attr-defined]
     rng = random.Random(1)
     cases = {"dev": [], "test": []}
-    dump = open(sys.argv[sys.argv.index("--dump") + 1], "w") if "--dump" in sys.argv else None  # noqa: SIM115
+    dump = open(args.dump, "w") if args.dump else None  # noqa: SIM115
     took = []
     for venue in venues(["all"]):
         for q in venue.questions:
@@ -127,12 +120,13 @@ def main() -> None:
             cut = rng.randint(2, len(said) - 1) if len(said) >= 3 else None  # text_turn_eval.py's cuts
             if split not in ("both", q.split):
                 continue
-            for name in args or DEFAULT_VOICES:
+            for name in args.voices:
                 speak = voice_speaker(name)
                 t = time.perf_counter()
                 cases[q.split].append((True, pauses(speak(q.text), engines, turn_model, judge, config)))
                 if cut is not None:
-                    paused = with_pause(speak(f"{' '.join(said[:cut])}, {' '.join(said[cut:])}"))
+                    spoken = speak(f"{' '.join(said[:cut])}, {' '.join(said[cut:])}")
+                    paused = with_longest_gap(spoken, RATE, PAUSE_S)
                     if paused is not None:
                         cases[q.split].append((False, pauses(paused, engines, turn_model, judge, config)))
                 if dump is not None:

@@ -46,6 +46,19 @@ def loud_frames(clip: FloatAudio, rate: int, *, level: float = 0.01) -> np.ndarr
     return np.flatnonzero(np.sqrt(np.mean(clip[: n * hop].reshape(n, hop) ** 2, axis=1)) > level)
 
 
+def with_longest_gap(clip: FloatAudio, rate: int, seconds: float) -> FloatAudio | None:
+    """``clip`` with its longest quiet gap inside the speech (between two 10 ms frames louder than the level of
+    :func:`loud_frames`) made ``seconds`` long: a comma's gap turned into a pause in mid-sentence. None when the
+    speech has no gap."""
+    hop = rate // 100
+    loud = loud_frames(clip, rate)
+    if len(loud) < 2:
+        return None
+    gap = int(np.argmax(np.diff(loud)))
+    start, stop = (loud[gap] + 1) * hop, loud[gap + 1] * hop
+    return np.concatenate([clip[:start], np.zeros(int(seconds * rate), np.float32), clip[stop:]])
+
+
 def speech_bounds(clip: FloatAudio, rate: int, *, level: float = 0.01) -> tuple[int, int]:
     """First and last sample of the 10 ms frames of ``clip`` louder than ``level`` (RMS): where its speech is."""
     hop = rate // 100
