@@ -37,8 +37,10 @@ def run(
     frame_s: float = F,
     *,
     silences: bool = False,
+    wait_ms: Callable[[Pause], int | None] = lambda _pause: None,
 ) -> list[tuple[int, EndpointEvent]]:
-    """Feed every probability; answer each Pause at once with ``verdict(pause)`` unless it returns None.
+    """Feed every probability; answer each Pause at once with ``verdict(pause)`` unless it returns None (an
+    incomplete one waiting ``wait_ms(pause)``, None: the configured long wait).
     Returns (index of the frame during which it happened, event); Silence and SilenceEnd only with ``silences``."""
     out: list[tuple[int, EndpointEvent]] = []
     for i, p in enumerate(probs):
@@ -49,7 +51,8 @@ def run(
             if isinstance(event, Pause) and verdict is not None:
                 answer = verdict(event)
                 if answer is not None:
-                    out.extend((i, e) for e in ep.report_turn_probability(answer, seq=event.seq))
+                    reported = ep.report_turn_probability(answer, seq=event.seq, max_silence_ms=wait_ms(event))
+                    out.extend((i, e) for e in reported)
     return out
 
 
@@ -105,35 +108,23 @@ def test_an_incomplete_turn_waits_until_the_long_silence() -> None:
 
 
 def test_an_unsure_turn_ends_after_its_shorter_silence_and_the_next_pause_waits_long_again() -> None:
-    ep = Endpointer()
-    out: list[tuple[int, EndpointEvent]] = []
-    probs = frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 20), (SILENCE, 60))
-    waits = iter((700, None))  # the first pause is unsure, the second incomplete
-    for i, p in enumerate(probs):
-        for event in ep.feed(F, p):
-            if isinstance(event, (Silence, SilenceEnd)):
-                continue
-            out.append((i, event))
-            if isinstance(event, Pause):
-                out.extend((i, e) for e in ep.report_turn_probability(0.0, max_silence_ms=next(waits)))
-    # the visitor resumes 320 ms into the unsure pause: the same turn goes on; its next pause, incomplete, waits the
-    # whole 1.2 s again (38 frames after the speech that ends at frame 50)
-    assert [(i, type(e).__name__) for i, e in out] == [
+    # the first pause is unsure (700 ms), the second incomplete (the configured 1.2 s)
+    events = run(
+        Endpointer(),
+        frames((SPEECH, 20), (SILENCE, 10), (SPEECH, 20), (SILENCE, 60)),
+        incomplete,
+        wait_ms=lambda pause: 700 if pause.seq == 1 else None,
+    )
+    # the visitor resumes 320 ms into the unsure pause: the same turn goes on; its next pause waits the whole 1.2 s
+    # again (38 frames after the speech that ends at frame 50)
+    assert [(i, type(e).__name__) for i, e in events] == [
         (3, "SpeechStart"), (25, "Pause"), (33, "SpeechResume"), (55, "Pause"), (87, "TurnEnd"),
     ]  # fmt: skip
-    assert out[-1][1] == TurnEnd(approx(88 * F), approx(50 * F), "silence_timeout", 0.0)
+    assert events[-1][1] == TurnEnd(approx(88 * F), approx(50 * F), "silence_timeout", 0.0)
 
     # 700 ms / 32 ms = 21.9: the 22nd silent frame (index 41) ends an unsure turn
-    ep = Endpointer()
-    out = []
-    for i, p in enumerate(frames((SPEECH, 20), (SILENCE, 60))):
-        for event in ep.feed(F, p):
-            out.append((i, event))
-            if isinstance(event, Pause):
-                out.extend((i, e) for e in ep.report_turn_probability(0.0, max_silence_ms=700))
-    assert [(i, e) for i, e in out if isinstance(e, TurnEnd)] == [
-        (41, TurnEnd(approx(42 * F), approx(20 * F), TurnEndReason.SILENCE_TIMEOUT, 0.0))
-    ]
+    events = run(Endpointer(), frames((SPEECH, 20), (SILENCE, 60)), incomplete, wait_ms=lambda _pause: 700)
+    assert events[-1] == (41, TurnEnd(approx(42 * F), approx(20 * F), TurnEndReason.SILENCE_TIMEOUT, 0.0))
 
 
 @pytest.mark.parametrize(
