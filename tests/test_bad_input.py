@@ -26,6 +26,7 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
+from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace
 from edgevoice.selftest.measure import speech_bounds
@@ -226,6 +227,31 @@ def test_a_question_with_a_pause_in_mid_sentence_is_answered_once_as_a_whole(
     first, last = speech_bounds(audio, RATE)
     assert len(turn.audio) >= last - first, (len(turn.audio), last - first)  # the whole question, both halves
     assert len(words(trace.transcript)) > len(words(utterance.parts[0])), (utterance.said, trace.transcript)
+
+
+EAGER = Config(endpointing=EndpointingConfig(complete_threshold=0.05, text_incomplete_below=0.0))
+"""Smart Turn alone at a threshold of 0.05: nearly every pause ends the turn."""
+
+
+@pytest.mark.parametrize("session", [EAGER], indirect=True, ids=["eager"])
+@pytest.mark.parametrize("utterance", [u for u in UTTERANCES if u.paused], ids=lambda u: u.name)
+def test_a_turn_ended_at_a_pause_in_mid_sentence_is_rejoined_when_the_visitor_goes_on(
+    session: Session, utterance: Utterance
+) -> None:
+    """The same recordings with the end of turn made eager, so that the turn ends at the 0.6 s hesitation: the
+    visitor going on rejoins it (``rejoin_ms``). The reply to the first half is cut (or never began), the last turn
+    holds the whole question and is answered, and the conversation keeps the whole question only."""
+    audio = utterance.audio()
+    turns = session.hear(audio, paced=True)
+    trace, turn = turns[-1]
+    assert turn.continues == turn.turn_id - 1  # the turn ended at the pause (its trace is here if its reply began)
+    assert len(turns) <= 2 and all(t.cancelled for t, _ in turns[:-1])
+    first, last = speech_bounds(audio, RATE)
+    assert len(turn.audio) >= last - first, (len(turn.audio), last - first)  # the whole question, both halves
+    assert len(words(trace.transcript)) > len(words(utterance.parts[0])), (utterance.said, trace.transcript)
+    assert trace.reply and not trace.cancelled
+    history = [m.content for m in session.assistant.responder.history]
+    assert history == [trace.transcript, trace.reply]
 
 
 @pytest.mark.parametrize(

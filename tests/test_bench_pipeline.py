@@ -145,7 +145,7 @@ def test_the_words_check_is_switched_by_its_threshold_and_the_table_counts_half_
 
     # the check is off in this configuration: the flipped row (no split) is its "on"
     lines = format_ablation([row(True), row(False)], [words], off).splitlines()
-    assert lines[2].split()[-1] == "0/1" and lines[3].split()[-1] == "1/1"
+    assert lines[2].split()[-2:] == ["0/1", "(0)"] and lines[3].split()[-2:] == ["1/1", "(0)"]
 
 
 def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_and_prints_the_table(

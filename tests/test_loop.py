@@ -14,6 +14,7 @@ from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
+from edgevoice.events import Transcript
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
@@ -96,10 +97,11 @@ def make_loop(  # type: ignore[no-untyped-def]
     speculative_reply: bool = False,
     prefill_while_speaking: bool = False,
     llm: FakeLlm | None = None,
+    recognizer: FakeRecognizer | None = None,
 ):
     clock = ManualClock()
     responder = Responder(
-        FakeRecognizer("Where is the cafe?", clock, seconds=0.0),
+        recognizer or FakeRecognizer("Where is the cafe?", clock, seconds=0.0),
         llm or FakeLlm(reply, clock, per_token=0.0),
         synth or FakeSynth(clock),
         prefix_messages("You are a test.", "The cafe is upstairs."),
@@ -212,8 +214,8 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     )
     with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        assert player.wait_played(1.0)  # the reply is audible: speak over it
-        mic.write(speech(0.5))
+        assert player.wait_played(1.0)  # the reply is audible: speak over it (a second later, not going on)
+        mic.write(np.concatenate([silence(1.0), speech(0.5)]))
         assert done.wait(10)
         queued_at_barge_in = spk.stats().written
     trace = traces[0]
@@ -227,6 +229,67 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     assistant = responder.history[1].content
     assert assistant.endswith("...") and "opens" not in assistant
     assert 0 < len(assistant) < len(trace.clauses[0].text) + 3
+
+
+def voiced(seconds: float, level: float) -> np.ndarray:
+    """Speech to the fake VAD at ``level``, which :class:`PartsRecognizer` tells apart."""
+    return (level * np.sign(np.sin(np.arange(1, int(seconds * RATE) + 1) / 3.0))).astype(np.float32)
+
+
+class PartsRecognizer(FakeRecognizer):
+    """Hears the first part of a question in audio at level 0.3 and its rest at 0.2."""
+
+    PARTS = ((0.3, "Where is the cafe"), (0.2, "on the first floor?"))
+
+    def __init__(self) -> None:
+        super().__init__("", ManualClock(), seconds=0.0)
+
+    def transcribe(self, audio: np.ndarray, *, prompt: str = "") -> Transcript:
+        self.heard.append(len(audio))
+        levels = np.round(np.abs(audio), 3)
+        return Transcript(" ".join(text for level, text in self.PARTS if np.any(levels == level)))
+
+
+@pytest.mark.parametrize(
+    ("rejoin_ms", "heard_s", "rejoined"),
+    [(1000, 0.0, True), (0, 0.0, False), (1000, 0.6, False)],
+    ids=["goes on", "rejoin off", "after hearing the reply"],
+)
+def test_speech_right_after_a_commit_goes_on_with_that_turn_and_the_whole_is_answered(
+    rings: tuple[SharedRing, SharedRing], rejoin_ms: int, heard_s: float, rejoined: bool
+) -> None:
+    mic, spk = rings
+    turns: list[Turn] = []
+    llm = FakeLlm("The cafe is on the first floor next to the shop.", ManualClock(), per_token=0.0)
+    loop, responder, traces, _ = make_loop(
+        mic, spk, "", SlowSynth(ManualClock()), endpoint=EndpointingConfig(rejoin_ms=rejoin_ms), turns=turns,
+        llm=llm, recognizer=PartsRecognizer(),
+    )  # fmt: skip
+    with running(loop) as player:
+        # half a question and a pause long enough to end the turn; its reply begins, and the visitor goes on over it
+        # (a barge-in) after hearing ``heard_s`` of it, 0.3 + heard_s seconds after the half
+        mic.write(np.concatenate([silence(0.3), voiced(1.0, 0.3), silence(0.3)]))
+        assert player.wait_played(0.1)
+        mic.write(np.concatenate([silence(heard_s), voiced(1.0, 0.2), silence(1.0)]))
+        deadline = time.monotonic() + 10
+        while len(traces) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    first, second = traces
+    assert first.transcript == "Where is the cafe" and first.cancelled  # its reply cut at once
+    assert loop.barge_ins == 1
+    if rejoined:
+        # the second turn holds both parts and the whole is answered; the half left the conversation
+        assert turns[1].continues == turns[0].turn_id
+        assert second.transcript == "Where is the cafe on the first floor?"
+        assert turns[1].audio.size / RATE > 2.0
+        assert llm.prompts[-1][-1].content == second.transcript
+        assert [m.content for m in responder.history] == [second.transcript, second.reply]
+        # only the new part was decoded again: the first part's words were carried
+        assert max(responder.recognizer.heard[-2:]) / RATE < 2.0  # type: ignore[attr-defined]
+    else:  # a question of its own: the rest alone, after the cut exchange
+        assert turns[1].continues is None
+        assert second.transcript == "on the first floor?"
+        assert [m.content for m in responder.history][::2] == ["Where is the cafe", "on the first floor?"]
 
 
 class WordsJudge:
@@ -491,7 +554,7 @@ def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
     loop.output.fallback_audio, loop.output.fallback_text = FALLBACK, "Sorry?"
     responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
     with running(loop) as player:
-        mic.write(np.concatenate([silence(0.3), speech(0.8), silence(0.6)]))
+        mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # a question of its own next
         assert done.wait(10)
         done.clear()
         mic.write(np.concatenate([speech(0.8), silence(0.6)]))
@@ -707,7 +770,8 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
 
 def test_faint_speech_under_the_level_does_not_cut_the_reply(rings: tuple[SharedRing, SharedRing]) -> None:
     """What the VAD takes for speech but is fainter than the barge-in level (the residue of the kiosk's own voice
-    after the echo canceller) neither pauses nor cancels the reply."""
+    after the echo canceller) neither pauses nor cancels the reply, nor goes on with the turn it answers (it starts
+    within ``rejoin_ms`` of the commit)."""
     faint = np.zeros(RATE, dtype=np.float32)
     faint[::160] = 0.1  # one click per 10 ms: speech to the fake VAD (peak > 0.05), about -42 dBFS
     loop, responder, traces, paused = reply_with_a_sound_over_it(rings, faint)

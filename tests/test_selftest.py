@@ -201,5 +201,9 @@ def test_the_report_splits_turns_by_path_and_voice_and_counts_half_sentence_repl
     text = table(result, 500)
     assert "path: language model" in text and "replies to half a sentence: 1 of 1" in text
     data = report(result, 500)
-    assert data["half_sentence_replies"] == {"split": 1, "paused": 1}
+    assert data["half_sentence_replies"] == {"split": 1, "paused": 1, "rejoined": 0}
+    # the second turn went on with the first (rejoin_ms): the first reply was cut and the whole answered
+    result.turns[1]["turn"], result.extra_turns[0]["continues"] = 2, 2
+    assert report(result, 500)["half_sentence_replies"] == {"split": 1, "paused": 1, "rejoined": 1}
+    assert "of them cut when the visitor went on, and answered whole: 1" in table(result, 500)
     assert data["utterances"][1] == {"text": "Is it free for kids?", "voice": "espeak-en-gb+m3", "paused": True}

@@ -79,11 +79,13 @@ TECHNIQUES = (
     Technique("direct answers", "kiosk.direct_answers"),
     Technique("words' end of turn", "endpointing.text_incomplete_below", on=MEASURED_THRESHOLD, off=0.0),
     Technique("words and sound fused", "endpointing.text_complete_at", on=0.1, off=0.0),
+    Technique("a resumed turn rejoined", "endpointing.rejoin_ms", on=1000, off=0),
 )
 """What `edgevoice bench --pipeline --ablation` switches, one at a time: the reply audio made ahead of time, the
 reply begun at the pause, the question put into the model's cache while it is spoken, the knowledge's answers spoken
 without the model, a pause judged by its words as well as its sound, and the two fused (the words deciding first,
-an unsure pause waiting ``unsure_silence_ms``) rather than the words only vetoing. A new technique with a switch adds
+an unsure pause waiting ``unsure_silence_ms``) rather than the words only vetoing, and speech right after a commit
+going on with the committed turn. A new technique with a switch adds
 one line here (or is named on the command line: ``--ablation section.key``, a true/false key)."""
 
 
@@ -149,7 +151,7 @@ def answered_by(kiosk: Kiosk, transcript: str) -> str:
 
 def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str, Any]:
     """One configuration's row: medians over all turns and over the model's turns, and every turn."""
-    from edgevoice.selftest.report import half_sentence_replies
+    from edgevoice.selftest.report import halves_record
 
     per_turn = []
     for i, turn in enumerate(result.turns):
@@ -188,7 +190,7 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
         "trace_p50_ms": _round(percentile(trace, 50)),
         "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
         "output_underruns": result.stopped.get("output_underruns"),
-        "half_sentence_replies": dict(zip(("split", "paused"), half_sentence_replies(result), strict=True)),
+        "half_sentence_replies": halves_record(result),
         "per_turn": per_turn,
     }
 
@@ -246,7 +248,7 @@ def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Techniq
     lines = [
         "ablation: voice-to-voice with each technique on and off (speaker side, ms; one run, same machine)",
         f"{'technique':<26}{'':>4}{'p50':>8}{'p95':>8}{'direct p50':>12}{'commit>audio':>14}{'model p50':>11}"
-        f"{'off/on':>8}{'halves':>8}",
+        f"{'off/on':>8}{'halves (rejoined)':>19}",
     ]
     for t, flipped in zip(techniques, rows[1:], strict=True):
         on, off = (rows[0], flipped) if t.value(config) else (flipped, rows[0])
@@ -258,16 +260,19 @@ def format_ablation(rows: Sequence[dict[str, Any]], techniques: Sequence[Techniq
                 f"{t.name if label == 'on' else '':<26}{label:>4}{fmt(row['speaker_side_p50_ms']):>8}"
                 f"{fmt(row['speaker_side_p95_ms']):>8}{fmt(row['direct_speaker_side_p50_ms']):>12}"
                 f"{fmt(row['direct_commit_to_audio_p50_ms']):>14}{fmt(row['model_speaker_side_p50_ms']):>11}{ratio:>8}"
-                f"{_halves(row):>8}"
+                f"{_halves(row):>19}"
             )
     lines.append(
         "direct p50: the turns answered with an entry's own words; commit>audio: their commit to first synthesized "
         "audio (recognition, first token, first clause, synthesis); halves: questions with a pause in mid-sentence "
-        "answered in two halves, of those asked"
+        "answered in two halves, of those asked (rejoined: of them, the first reply cut when the visitor went on and "
+        "the whole answered)"
     )
     return "\n".join(lines)
 
 
 def _halves(row: dict[str, Any]) -> str:
     halves = row.get("half_sentence_replies") or {}
-    return f"{halves['split']}/{halves['paused']}" if halves.get("paused") else "-"
+    if not halves.get("paused"):
+        return "-"
+    return f"{halves['split']}/{halves['paused']} ({halves.get('rejoined', 0)})"

@@ -69,6 +69,12 @@ class EndpointingConfig:
     """Smart Turn probability that ends an unsure turn at the pause."""
     unsure_silence_ms: int = field(default=700, metadata=_rng(100, 10000))
     """Silence after which an unsure turn ends (never longer than ``incomplete_max_silence_ms``)."""
+    rejoin_ms: int = field(default=1000, metadata=_rng(0, 5000))
+    """Speech that starts this soon after the end of a committed turn's speech, before half a second of its reply was
+    heard, goes on with that turn: its reply is cut (or never begins), it leaves the conversation, and the whole is
+    answered as one question. A pause inside a
+    sentence that sounded and read finished then costs the visitor the start of a wrong reply, not the answer to
+    half a question (``docs/live-loop.md``). 0: every turn is a question of its own."""
     max_turn_s: float = field(default=30.0, metadata=_rng(2.0, 120.0))
     """A turn is cut off after this long, measured from its onset, and answered once the visitor pauses."""
     speculative_reply: bool = True

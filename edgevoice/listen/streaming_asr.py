@@ -23,6 +23,8 @@ from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)
 
+UNFINISHED_KEPT = 4
+
 
 @dataclass
 class _TurnState:
@@ -77,6 +79,9 @@ class StreamingTranscriber:
         self.on_speculation = on_speculation or (lambda _speculation: None)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._turn: _TurnState | None = None
+        self._unfinished: dict[int, _TurnState] = {}
+        """Turns begun and not yet finished, by id: the responder may finish one after the next has begun."""
+        self._states_lock = threading.Lock()
         self._lock = threading.Lock()  # the recognizer runs one decode at a time: worker or finish()
         self._worker = threading.Thread(target=self._work, name="edgevoice-asr", daemon=False)
         self.partials = 0
@@ -86,8 +91,22 @@ class StreamingTranscriber:
         self._closing = False
 
     # -- called by the listener (never blocks) ----------------------------------------------------------------------
-    def start_turn(self, turn_id: int) -> None:
+    def start_turn(self, turn_id: int, *, carried: str | None = None) -> None:
+        """A new turn; ``carried``: the transcript of the turn it continues (:meth:`carry`)."""
         self._turn = _TurnState(turn_id)
+        with self._states_lock:
+            self._unfinished[turn_id] = self._turn
+            for old in sorted(self._unfinished)[:-UNFINISHED_KEPT]:  # dropped turns are never finished
+                del self._unfinished[old]
+        if carried is not None:
+            self.carry(carried)
+
+    def carry(self, text: str) -> None:
+        """A segment of the current turn whose words are already known (the turn it continues): kept as it is."""
+        turn = self._turn
+        if turn is not None:
+            with turn.done:
+                turn.segments.append(text)
 
     def commit_segment(self, audio: FloatAudio, *, speculated: bool = False) -> None:
         """A stable segment of the current turn (it ended at a pause): decode it in the background.
@@ -124,11 +143,24 @@ class StreamingTranscriber:
         return seq
 
     # -- called by the responder --------------------------------------------------------------------------------------
-    def finish(self, tail: FloatAudio, *, speculation_valid: bool = False, timeout: float = 10.0) -> Transcript:
+    def finish(
+        self,
+        tail: FloatAudio,
+        *,
+        turn_id: int | None = None,
+        speculation_valid: bool = False,
+        timeout: float = 10.0,
+    ) -> Transcript:
         """Wait for the turn's stable segments, decode the tail, return the whole transcript.
 
+        ``turn_id``: the turn (a later one may have begun meanwhile); None: the current one.
         ``speculation_valid``: nothing was said after the last :meth:`speculate`, so its result is the tail's."""
-        turn, self._turn = self._turn, None
+        with self._states_lock:
+            turn = self._turn if turn_id is None else self._unfinished.get(turn_id)
+            if turn is not None:
+                self._unfinished.pop(turn.turn_id, None)
+                if turn is self._turn:
+                    self._turn = None
         tail_text = None
         self.last_used_speculation = False
         if turn is not None and speculation_valid:

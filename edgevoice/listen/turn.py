@@ -25,6 +25,9 @@ class Turn:
     start_index: int = 0
     """Microphone-ring index of ``audio[0]``; the turn's audio ends at ring index ``start_index + len(audio)``,
     the last sample the endpointer had heard when it committed."""
+    continues: int | None = None
+    """The committed turn this one goes on with (the visitor resumed within ``rejoin_ms``): this turn's audio and
+    transcript hold both, and that turn was withdrawn."""
     words_verdict: tuple[float, int] | None = None
     """The words' verdict at the turn's last pause: its seconds and the tokens it decoded (the rest were read ahead
     from the partial transcripts); None: not judged."""

@@ -58,6 +58,13 @@ class Answerer:
         self._turns: queue.Queue[Turn | SpeculativeReply | None] = queue.Queue()
         self._current_turn = 0
         self.barge_ins = 0
+        self._withdrawal = threading.Lock()
+        self._withdrawn = 0
+        """The turn the visitor went on with after its commit (:meth:`withdraw`): its exchange is forgotten."""
+        self._exchange: tuple[int, int] = (0, 0)
+        """(turn, length of the history before its exchange) of the last exchange added to the conversation."""
+        self.transcripts: dict[int, str] = {}
+        """The last few turns' transcripts, by turn id, as soon as they are known."""
         self.output = ReplyOutput(
             speaker,
             playback,
@@ -93,6 +100,17 @@ class Answerer:
         self._arm_gate(False)  # after the flush request: the gate lifts a pause only once the flush is done
         self._emit(BargeIn(self._current_turn))
         log.info("barge-in: output flushed, reply cancelled")
+
+    def withdraw(self, turn_id: int) -> None:
+        """The visitor went on speaking right after turn ``turn_id`` was committed, and the turn that goes on will
+        answer the whole: its reply stops if it plays (or never starts), and its exchange leaves the conversation."""
+        with self._withdrawal:
+            self._withdrawn = turn_id
+            if self._exchange[0] == turn_id:  # answered already (and cut by the barge-in, most often)
+                del self.responder.history[self._exchange[1] :]
+                self._exchange = (0, 0)
+            elif self._current_turn == turn_id:
+                self.barge_in()
 
     def shut_down(self) -> None:
         """Cancel the reply in progress and end :meth:`run` after it."""
@@ -131,9 +149,18 @@ class Answerer:
     def _answer(self, turn: Turn, spec: SpeculativeReply | None = None) -> None:
         """Answer a committed turn: transcript, reply, playback, history, trace (``spec``: its reply was begun
         when the visitor fell silent; its audio is released now)."""
-        if spec is None:
-            self.cancel.clear()
-        self._current_turn = turn.turn_id
+        with self._withdrawal:
+            withdrawn = turn.turn_id == self._withdrawn  # the visitor went on before this thread got to it
+            if not withdrawn:
+                if spec is None:
+                    self.cancel.clear()
+                self._current_turn = turn.turn_id
+        if withdrawn:
+            log.info("turn %d: withdrawn before its reply, the visitor went on with it", turn.turn_id)
+            if spec is not None:
+                self.cancel.set()
+                spec.finish()
+            return
         trace = spec.trace if spec is not None else ReplyTrace(turn.turn_id, committed=turn.committed_wall)
         trace.committed = turn.committed_wall
         start = self.playback.played + self.speaker.available()
@@ -144,8 +171,13 @@ class Answerer:
         underruns = self.speaker.stats().underrun_events
         try:
             transcript = self.asr.finish(
-                turn.tail if turn.tail is not None else turn.audio, speculation_valid=turn.speculation_valid
+                turn.tail if turn.tail is not None else turn.audio,
+                turn_id=turn.turn_id,
+                speculation_valid=turn.speculation_valid,
             )
+            self.transcripts[turn.turn_id] = transcript.text
+            for old in sorted(self.transcripts)[:-4]:
+                del self.transcripts[old]
             trace.speculative_transcript = self.asr.last_used_speculation
             if reply.fallback is not None:  # the budget ran out before this thread was free: the phrase plays
                 self.cancel.set()
@@ -180,7 +212,11 @@ class Answerer:
             if trace.cancelled:
                 self.playback.wait_flushed(self._stop)  # so the count of samples played is final
             if reply.fallback is None:  # a failed turn leaves no trace in the conversation
-                self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+                with self._withdrawal:
+                    if self._withdrawn != turn.turn_id:  # nor one the visitor went on with
+                        before = len(self.responder.history)
+                        self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+                        self._exchange = (turn.turn_id, before)
             else:
                 trace.reply = self.output.fallback_text  # what the visitor heard
                 self.output.wait_played(fallback=True)

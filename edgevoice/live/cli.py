@@ -57,6 +57,7 @@ def turn_record(
         "event": "turn",
         "turn": trace.turn_id,
         "reason": turn.reason.value,
+        "continues": turn.continues,
         "transcript": trace.transcript,
         "reply": trace.reply,
         "cancelled": trace.cancelled,

@@ -116,6 +116,24 @@ def half_sentence_replies(result: SessionResult) -> tuple[int, int]:
     return sum(s for s, p in zip(result.split, paused, strict=False) if p), sum(paused)
 
 
+def rejoined_halves(result: SessionResult) -> int:
+    """Utterances answered in two halves whose second turn went on with the first (``endpointing.rejoin_ms``): the
+    first reply was cut and the whole question answered."""
+    extra = iter(result.extra_turns)
+    split = result.split or [False] * len(result.turns)
+    rejoined = 0
+    for turn, was_split in zip(result.turns, split, strict=True):
+        if was_split:
+            continues = next(extra, {}).get("continues")
+            rejoined += continues is not None and continues == turn.get("turn")
+    return rejoined
+
+
+def halves_record(result: SessionResult) -> dict[str, int]:
+    split, paused = half_sentence_replies(result)
+    return {"split": split, "paused": paused, "rejoined": rejoined_halves(result)}
+
+
 def verdict_total(result: SessionResult, budget_ms: float) -> Row:
     """The row the verdict is taken on: the speaker side when it was measured, else the appliance's trace."""
     table = rows(result, budget_ms)
@@ -152,6 +170,8 @@ def table(result: SessionResult, budget_ms: float) -> str:
     split, paused = half_sentence_replies(result)
     if paused:
         lines.append(f"replies to half a sentence: {split} of {paused} utterances with a pause in mid-sentence")
+        if split:
+            lines.append(f"  of them cut when the visitor went on, and answered whole: {rejoined_halves(result)}")
     return "\n".join(lines)
 
 
@@ -168,7 +188,7 @@ def report(result: SessionResult, budget_ms: float, *, chart: str | None = None)
         "speaker_side_ms": [None if s is None else round(s * 1000, 1) for s in result.speaker_side_s],
         "utterances": [{"text": u.text, "voice": u.voice, "paused": u.paused} for u in result.utterances],
         "by": [g.__dict__ for g in groups(result)],
-        "half_sentence_replies": dict(zip(("split", "paused"), half_sentence_replies(result), strict=True)),
+        "half_sentence_replies": halves_record(result),
         "split": result.split,
         "extra_turns": result.extra_turns,
         "turns": result.turns,
