@@ -211,6 +211,17 @@ def test_no_direct_answer_to_near_misses_and_unclear_matches(semantic: Kiosk, qu
 
 
 @pytest.mark.models
+def test_the_lenient_gate_leaves_near_misses_to_the_model_and_still_stops_unrelated_questions(semantic: Kiosk) -> None:
+    config = Config()
+    lenient = build_kiosk(replace(config, kiosk=replace(config.kiosk, gate="lenient")))
+    near_miss = "How old is the whale skeleton?"  # 0.85 from its entry, but its answer says where it stands
+    assert not semantic.ground(near_miss).known
+    grounding = lenient.ground(near_miss)
+    assert grounding.known and grounding.direct is None  # the model's to decline, with the entry before it
+    assert not lenient.ground("What is two plus two?").known
+
+
+@pytest.mark.models
 def test_a_question_the_words_found_two_entries_for_gets_the_one_it_means(semantic: Kiosk, words: Kiosk) -> None:
     # Changed decision: by words "Are there guided tours in English?" had two entries answering about equally well
     # (tours and audio guide both say "English": test_questions_no_entry_answers_outright_go_to_the_model); by

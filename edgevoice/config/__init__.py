@@ -185,6 +185,13 @@ class KioskConfig:
     don't know" without asking the language model; 0 turns the gate off. Low on purpose: it stops questions that
     share (almost) nothing with the knowledge; near misses (about an entry's subject, asking what it does not say)
     are the model's to decline."""
+    gate: Literal["strict", "lenient"] = "strict"
+    """How much of deciding whether the knowledge answers a question is left to the language model. "strict", for
+    the default 0.5B model (which declines many paraphrases even with their entry before it, and answers a near miss
+    with what its entry does say): a question passes at a cosine of 0.44 to an entry, and one whose best entry's
+    answer is further from it than that entry's own question gets "I don't know" (a near miss). "lenient", for a
+    model that uses the entry it is given and declines what it does not say (the 1.5B in the manifest): it passes at
+    0.40 and the model judges near misses. Measured on the venues' halves in docs/decisions.md."""
     knowledge_budget_tokens: int = field(default=1000, metadata=_rng(50, 16384))
     """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
     ``retrieve_entries`` entries that match it best."""

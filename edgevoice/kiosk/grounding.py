@@ -99,6 +99,7 @@ class Kiosk:
         embedding_cache: Path | None = None,
         small_talk_file: str = "",
         learned_read_out: bool = True,
+        gate: str = "strict",
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
         question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
@@ -109,7 +110,7 @@ class Kiosk:
         are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the small-talk
         phrases (empty: the packaged ones). ``learned_read_out``: with the encoder it was fitted for, the packaged
         read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules left to
-        the model."""
+        the model. ``gate``: "lenient" leaves near misses to the language model (``[kiosk] gate``)."""
         self.hint_entries = hint_entries
         self.reply_check = reply_check
         """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
@@ -146,6 +147,7 @@ class Kiosk:
             log_transcripts=log_transcripts,
             embedding_cache=embedding_cache,
             read_out=ReadOut.packaged() if learned_read_out and embedder is not None else None,
+            lenient=gate == "lenient",
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names)
@@ -182,6 +184,7 @@ class Kiosk:
             log_transcripts=config.debug.log_transcripts,
             embedding_cache=default_cache_dir() / "embeddings",
             small_talk_file=k.small_talk_file,
+            gate=k.gate,
         )
 
     @property

@@ -54,6 +54,8 @@ DIRECT_QUESTION_SHARE = 0.4
 """... and whose own question (or keywords) holds this idf-weighted share of the question's words."""
 SEMANTIC_KNOWN = 0.44
 """A question at least this close in meaning (cosine) to an entry passes the gate whatever its words."""
+SEMANTIC_KNOWN_LENIENT = 0.40
+"""The same with ``[kiosk] gate = "lenient"``, which has no near-miss rule (:data:`SEMANTIC_UNANSWERED`)."""
 SEMANTIC_UNRELATED = 0.25
 """A question less close than this to every entry gets "I don't know" even if it shares a word with one."""
 SEMANTIC_DIRECT = 0.45
@@ -93,6 +95,7 @@ class Matcher:
         log_transcripts: bool = False,
         embedding_cache: Path | None = None,
         read_out: ReadOut | None = None,
+        lenient: bool = False,
     ) -> None:
         """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
         for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
@@ -101,11 +104,13 @@ class Matcher:
         may hold the visitor's words (``[debug] log_transcripts``). ``embedding_cache``: a directory to keep the
         entries' embeddings in between starts (:mod:`edgevoice.kiosk.embedding_cache`; None, or an encoder without an
         ``identity``: embedded at every start). ``read_out``: the learned read-out decision
-        (:mod:`edgevoice.kiosk.read_out`), used when it was fitted for this ``embedder``."""
+        (:mod:`edgevoice.kiosk.read_out`), used when it was fitted for this ``embedder``. ``lenient``: the language
+        model judges near misses (``[kiosk] gate``)."""
         self.entries = list(entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.persona_terms = persona_terms
         self.grounding_threshold = grounding_threshold
+        self.lenient = lenient
         self.retrieve_entries = retrieve_entries
         self.direct_answers = direct_answers
         self.log_transcripts = log_transcripts
@@ -191,10 +196,11 @@ class Matcher:
         best = float(similarity.max())
         if small_talk:
             return Grounding(True, coverage, entries, similarity=best, question=question)
-        known = self.grounding_threshold <= 0.0 or best >= SEMANTIC_KNOWN
+        known = self.grounding_threshold <= 0.0 or best >= (SEMANTIC_KNOWN_LENIENT if self.lenient else SEMANTIC_KNOWN)
         known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
         direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
-        if direct is None and self.grounding_threshold > 0.0 and relevance[order[0]] < SEMANTIC_UNANSWERED:
+        near_miss = self.grounding_threshold > 0.0 and not self.lenient and relevance[order[0]] < SEMANTIC_UNANSWERED
+        if direct is None and near_miss:
             known = False  # a near miss: about an entry's subject, but not what its answer says
         lacks = self._lacks_asked(question, self.entries[order[0]])
         if lacks:
