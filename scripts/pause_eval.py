@@ -13,7 +13,9 @@ Per split it prints the paused questions answered within the pause (a reply to h
 configured fusion and two other rules (:data:`POLICIES`), so that settings are chosen on the development halves and
 reported on the test halves. Usage, from the checkout's root: ``PYTHONPATH=. python scripts/pause_eval.py [VOICE...]``
 (default: the benchmark's three voices); ``--split dev|test|both``; ``--dump FILE.jsonl`` keeps every pause's
-verdicts, ``--from FILE.jsonl`` reports such a file again (under changed policies) without the engines.
+verdicts, ``--from FILE.jsonl`` reports such a file again (under changed policies) without the engines;
+``--pause S`` makes the pause S seconds long. Of the questions answered in halves, "rejoined" counts those whose rest
+goes on with the ended turn (``[endpointing] rejoin_ms``, at most half a second of its reply heard).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
 from edgevoice.config import Config
 from edgevoice.engines.factory import load_engines, load_turn_model
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, pause_verdict
+from edgevoice.live.listener import REJOIN_HEARD_S
 from edgevoice.selftest.measure import loud_frames, with_longest_gap
 
 RATE = 16000
@@ -95,9 +98,11 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
     parser.add_argument("--dump", metavar="FILE", help="keep every pause's verdicts (JSON lines)")
     parser.add_argument("--from", dest="source", metavar="FILE", help="report a --dump file again, no engines")
+    parser.add_argument("--pause", type=float, default=PAUSE_S, help="the pause in mid-sentence, seconds (0.6)")
     args = parser.parse_args()
     split = args.split
     config = Config()
+    pause_s = args.pause
     if args.source:  # a dump of an earlier run: report it under the policies again
         cases: dict[str, list[tuple[bool, list[Verdict]]]] = {"dev": [], "test": []}
         with open(args.source) as fh:
@@ -126,12 +131,13 @@ def main() -> None:
                 cases[q.split].append((True, pauses(speak(q.text), engines, turn_model, judge, config)))
                 if cut is not None:
                     spoken = speak(f"{' '.join(said[:cut])}, {' '.join(said[cut:])}")
-                    paused = with_longest_gap(spoken, RATE, PAUSE_S)
+                    paused = with_longest_gap(spoken, RATE, pause_s)
                     if paused is not None:
                         cases[q.split].append((False, pauses(paused, engines, turn_model, judge, config)))
                 if dump is not None:
                     for whole, verdicts in cases[q.split][-2 if cut is not None else -1 :]:
                         record = {"split": q.split, "voice": name, "question": q.text, "whole": whole}
+                        record["pause_s"] = pause_s
                         record["cut"] = None if whole else " ".join(said[:cut])  # type: ignore[index]
                         record["pauses"] = [v.__dict__ for v in verdicts]
                         dump.write(json.dumps(record) + "\n")
@@ -139,29 +145,39 @@ def main() -> None:
             if len(took) % 30 == 0:
                 print(f"... {len(took)} questions and voices", file=sys.stderr, flush=True)
     print(f"{sum(map(len, cases.values()))} clips, {statistics.median(took):.1f} s a question and voice")
-    report(cases, config)
+    report(cases, config, pause_s)
 
 
-def report(cases: dict[str, list[tuple[bool, list[Verdict]]]], config: Config) -> None:
+def rejoined(pause_s: float, ends_ms: int, cfg: EndpointingConfig) -> bool:
+    """Whether the rest of a question whose turn ended after ``ends_ms`` of a ``pause_s`` pause goes on with it
+    (``rejoin_ms``), its reply heard from the moment the turn ended (a reply made ahead of time: the most heard)."""
+    return cfg.rejoin_ms > 0 and pause_s * 1000 <= cfg.rejoin_ms and pause_s - ends_ms / 1000 <= REJOIN_HEARD_S
+
+
+def report(cases: dict[str, list[tuple[bool, list[Verdict]]]], config: Config, pause_s: float = PAUSE_S) -> None:
     for name, rows in cases.items():
         if not rows:
             continue
         whole = [v for w, v in rows if w]
         paused = [v for w, v in rows if not w]
-        print(f"{name}: {len(whole)} whole questions, {len(paused)} with a pause of {PAUSE_S:.1f} s in mid-sentence")
-        print(f"  {'':28} {'half answered':>15} {'whole: at once':>15} {'waited':>8} {'mean wait':>10}")
+        print(f"{name}: {len(whole)} whole questions, {len(paused)} with a pause of {pause_s:.1f} s in mid-sentence")
+        print(f"  {'':28} {'half answered':>15} {'rejoined':>9} {'whole: at once':>15} {'waited':>8} {'mean wait':>10}")
         for policy, keys in POLICIES.items():
             cfg = dataclasses.replace(config.endpointing, **keys)
             # a paused question is answered in halves when a pause before its end ends the turn within the pause; a
             # whole one waits what its last pause's verdict asks beyond silence_ms (none found: the longest wait)
-            halves = sum(any(outcome(v, cfg) < PAUSE_S * 1000 for v in vs if not v.final) for vs in paused)
+            # the first pause before the question's end that ends the turn within the pause, if any
+            limit = pause_s * 1000
+            ends = [next((o for v in vs if not v.final and (o := outcome(v, cfg)) < limit), None) for vs in paused]
+            halves = sum(e is not None for e in ends)
+            joined = sum(e is not None and rejoined(pause_s, e, cfg) for e in ends)
             waits = [
                 min((outcome(v, cfg) for v in vs if v.final), default=cfg.incomplete_max_silence_ms) - cfg.silence_ms
                 for vs in whole
             ]
             at_once = sum(w == 0 for w in waits)
             print(
-                f"  {policy:28} {halves:>6} ({100 * halves / max(1, len(paused)):4.1f} %)"
+                f"  {policy:28} {halves:>6} ({100 * halves / max(1, len(paused)):4.1f} %) {joined:>9}"
                 f" {at_once:>6} ({100 * at_once / max(1, len(whole)):4.1f} %) {len(whole) - at_once:>8}"
                 f" {statistics.mean(waits):>7.0f} ms"
             )
