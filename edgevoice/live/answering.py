@@ -13,6 +13,7 @@ from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
+from edgevoice.events import ChatMessage
 from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
@@ -61,8 +62,8 @@ class Answerer:
         self._withdrawal = threading.Lock()
         self._withdrawn = 0
         """The turn the visitor went on with after its commit (:meth:`withdraw`): its exchange is forgotten."""
-        self._exchange: tuple[int, int] = (0, 0)
-        """(turn, length of the history before its exchange) of the last exchange added to the conversation."""
+        self._exchange: tuple[int, list[ChatMessage]] = (0, [])
+        """(turn, its messages) of the last exchange added to the conversation (the history may be trimmed since)."""
         self.transcripts: dict[int, str] = {}
         """The last few turns' transcripts, by turn id, as soon as they are known."""
         self.output = ReplyOutput(
@@ -107,8 +108,9 @@ class Answerer:
         with self._withdrawal:
             self._withdrawn = turn_id
             if self._exchange[0] == turn_id:  # answered already (and cut by the barge-in, most often)
-                del self.responder.history[self._exchange[1] :]
-                self._exchange = (0, 0)
+                added = self._exchange[1]
+                self.responder.history[:] = [m for m in self.responder.history if not any(m is a for a in added)]
+                self._exchange = (0, [])
             elif self._current_turn == turn_id:
                 self.barge_in()
 
@@ -216,7 +218,7 @@ class Answerer:
                     if self._withdrawn != turn.turn_id:  # nor one the visitor went on with
                         before = len(self.responder.history)
                         self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
-                        self._exchange = (turn.turn_id, before)
+                        self._exchange = (turn.turn_id, self.responder.history[before:])
             else:
                 trace.reply = self.output.fallback_text  # what the visitor heard
                 self.output.wait_played(fallback=True)
