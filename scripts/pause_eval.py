@@ -36,7 +36,7 @@ from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
 from edgevoice.config import Config
 from edgevoice.engines.factory import load_engines, load_turn_model
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, pause_verdict
-from edgevoice.live.listener import REJOIN_HEARD_S
+from edgevoice.live.rejoin import REJOIN_HEARD_S
 from edgevoice.selftest.measure import loud_frames, with_longest_gap
 
 RATE = 16000

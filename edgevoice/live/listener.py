@@ -34,6 +34,7 @@ from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.activation import Activation, ActivationMode, Press, Release, Trigger
 from edgevoice.live.answering import Answerer
+from edgevoice.live.rejoin import Rejoin
 from edgevoice.reply.speculation import SpeculativeReplies
 
 log = logging.getLogger(__name__)
@@ -55,23 +56,6 @@ MIC_BURST = 160
 is that close to complete, then polls for it."""
 BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
-REJOIN_SLACK_S = 1.0
-"""Audio kept after a commit beyond ``rejoin_ms``, for the speech that confirms a turn (``min_speech_ms``)."""
-REJOIN_HEARD_S = 0.5
-"""Speech that starts after the visitor has heard this much of the reply answers the reply (a barge-in with a
-question of its own), however soon after the commit: it goes on with no turn. Half a second of a reply is a word
-or two, too little to judge it and start another question."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Rejoinable:
-    """A committed turn that the visitor may still go on with (``endpointing.rejoin_ms``)."""
-
-    turn_id: int
-    frames: list[FloatAudio]
-    speech_end_t: float
-    played: int
-    """Samples the output had played at the commit: more, and the reply is being heard."""
 
 
 class Listener:
@@ -122,13 +106,9 @@ class Listener:
         self._pressed_at = 0
         """Push-to-talk: the microphone sample at which the key went down."""
         self._speech_end = 0.0
-        self._rejoinable: _Rejoinable | None = None
-        self._since_commit: list[FloatAudio] = []
-        """The frames heard since the rejoinable turn was committed."""
+        self._rejoin = Rejoin(endpointer.config)
         self._continues: int | None = None
         """The turn that the turn in progress goes on with (None: it is a turn of its own)."""
-        self._heard_from: float | None = None
-        """Stream time at which the rejoinable turn's reply was first heard (None: not yet)."""
 
     @property
     def in_turn(self) -> bool:
@@ -177,12 +157,8 @@ class Listener:
         self._preroll.append(frame)
         if self._turn is not None:
             self._turn.append(frame)
-        elif self._rejoinable is not None:
-            self._since_commit.append(frame)
-            if self._heard_from is None and self.answerer.playback.played > self._rejoinable.played:
-                self._heard_from = self.samples_in / RATE
-            if len(self._since_commit) * FRAME > (self.endpointer.config.rejoin_ms / 1000 + REJOIN_SLACK_S) * RATE:
-                self._rejoinable, self._since_commit = None, []
+        else:
+            self._rejoin.hear(frame, self.samples_in / RATE, self.answerer.playback.played)
         events = self.endpointer.feed(FRAME / RATE, probability)
         self._on_silence(events)
         if self.answerer.replying:
@@ -274,9 +250,11 @@ class Listener:
     def _start_turn(self, *, onset: float | None = None) -> None:
         """A turn begins (its speech's ``onset`` in stream seconds; None: push-to-talk). Speech soon enough after a
         committed turn goes on with it: the committed turn is withdrawn and this one holds both."""
-        rejoin = self._rejoin(onset)
-        self._turn = list(self._preroll) if rejoin is None else [*rejoin.frames, *self._since_commit]
-        self._rejoinable, self._since_commit, self._heard_from = None, [], None
+        rejoin = None
+        if onset is not None and self.activation.mode is ActivationMode.ALWAYS:
+            rejoin = self._rejoin.take(onset, reply_uncut=self.answerer.replying and not self.answerer.cancel.is_set())
+        self._rejoin.forget()
+        self._turn = list(self._preroll) if rejoin is None else [*rejoin.frames, *rejoin.since]
         self._turn_id = next(self._ids)
         self._segment_start = self._last_partial = 0
         self._early_verdict = self._silence_audio = None
@@ -294,25 +272,6 @@ class Listener:
         self._segment_start = self._last_partial = len(rejoin.frames)
         log.info("turn %d goes on with turn %d (%r), committed %.2f s before the visitor went on",
                  self._turn_id, rejoin.turn_id, carried, (onset or 0.0) - rejoin.speech_end_t)  # fmt: skip
-
-    def _rejoin(self, onset: float | None) -> _Rejoinable | None:
-        """The committed turn that speech starting at ``onset`` goes on with, if any: it ended less than
-        ``rejoin_ms`` before, the visitor had heard at most ``REJOIN_HEARD_S`` of its reply, that reply (if one
-        plays) was cut by this speech as a barge-in, and both together stay within ``max_turn_s``."""
-        rejoin, config = self._rejoinable, self.endpointer.config
-        if rejoin is None or onset is None or config.rejoin_ms <= 0:
-            return None
-        if self.activation.mode is not ActivationMode.ALWAYS:
-            return None
-        if onset - rejoin.speech_end_t > config.rejoin_ms / 1000:
-            return None
-        if self._heard_from is not None and onset - self._heard_from > REJOIN_HEARD_S:
-            return None  # the visitor answers the reply
-        if self.answerer.replying and not self.answerer.cancel.is_set():
-            return None  # over a reply, only what cut it as a barge-in is the visitor (not the canceller's residue)
-        if (len(rejoin.frames) + len(self._since_commit)) * FRAME > config.max_turn_s * RATE:
-            return None
-        return rejoin
 
     def _judge_pause(self) -> list[EndpointEvent]:
         """Smart Turn's verdict on the turn at a pause; an incomplete turn's audio so far is decoded now."""
@@ -367,8 +326,7 @@ class Listener:
         )
         rejoinable = event.reason in (TurnEndReason.COMPLETE, TurnEndReason.SILENCE_TIMEOUT)
         if rejoinable and self.activation.mode is ActivationMode.ALWAYS:
-            self._rejoinable = _Rejoinable(turn.turn_id, self._turn, event.speech_end_t, self.answerer.playback.played)
-            self._since_commit, self._heard_from = [], None
+            self._rejoin.committed(turn.turn_id, self._turn, event.speech_end_t, self.answerer.playback.played)
         self._turn = None
         if self.speculation.close_turn(turn, self._committed):
             return
