@@ -51,6 +51,7 @@ class Assistant:
             asr_prompt=self.kiosk.asr_prompt(config.asr.initial_prompt),
             synthesis_thread=live,
             conversation_timeout_s=config.kiosk.conversation_timeout_s,
+            unsure_below=config.asr.unsure_below,
         )
         self._turns = itertools.count(1)
 

@@ -15,6 +15,9 @@ Role = Literal["system", "user", "assistant"]
 class ChatMessage:
     role: Role
     content: str
+    unsure: bool = False
+    """A visitor's question the recognizer was unsure it heard right (its confidence under ``[asr]
+    unsure_below``): the gate asks for it again rather than refuse it. Never sent to a model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,9 @@ class Transcript:
     no_speech_prob: float = 0.0
     filtered: str | None = None
     """Why the raw text was discarded (a known phantom phrase, high no-speech probability), or None."""
+    confidence: float | None = None
+    """How sure the recognizer is of the words: the geometric mean of its text tokens' probabilities (0 to 1);
+    None when it does not say (a typed question, a fake)."""
 
     @property
     def is_empty(self) -> bool:

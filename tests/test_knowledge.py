@@ -450,7 +450,7 @@ def test_each_data_file_says_what_it_is_for(name: str) -> None:
 
 
 def test_the_verdict_names_are_the_strings_the_benchmark_prints() -> None:
-    assert [v.value for v in Verdict] == ["model", "gate", "direct", "unsupported", "echo", "small talk"]
+    assert [v.value for v in Verdict] == ["model", "gate", "direct", "unsupported", "echo", "unheard", "small talk"]
 
 
 # --- configuration ---------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import Engines
-from edgevoice.kiosk.prompt import conversation
+from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, conversation
 from tests.conftest import wer, words
 
 pytestmark = pytest.mark.models
@@ -92,3 +92,18 @@ def test_no_speech_gives_no_transcript(assistant: Assistant, kind: str) -> None:
     result = assistant.converse(audio)
     assert result.no_speech, result.transcript
     assert result.transcript == "" and result.reply == "" and len(result.audio) == 0
+
+
+def test_a_question_heard_unsure_is_asked_for_again_once(
+    assistant: Assistant, speak: Callable[[str], np.ndarray]
+) -> None:
+    """Speech played backwards is still heard as words, but words Whisper is unsure of, that no entry answers: the
+    visitor is asked to say it again rather than sent to the desk, then refused if it is no better."""
+    silence = np.zeros(8000, dtype=np.float32)
+    garbled = np.concatenate([silence, speak("Please turn on the kitchen lights.")[::-1], silence, silence])
+    assistant.history.clear()
+    first = assistant.converse(garbled)
+    assert first.transcript and first.reply == ASK_AGAIN, (first.transcript, first.reply)
+    second = assistant.converse(garbled)
+    assert second.reply == DONT_KNOW, (second.transcript, second.reply)
+    assistant.history.clear()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.config import AsrConfig
 from edgevoice.engines.whispercpp import (
     AUDIO_CTX_MIN,
     WhisperCppRecognizer,
@@ -81,6 +82,19 @@ def test_transcribes_spoken_sentence(
     result = recognizer.transcribe(speak(sentence))
     assert result.filtered is None
     assert wer(sentence, result.text) <= 0.15, result.text
+
+
+def test_confidence_is_high_for_clear_speech_and_low_for_garble(
+    recognizer: WhisperCppRecognizer, speak: Callable[[str], np.ndarray]
+) -> None:
+    """The transcript's confidence (the geometric mean of its tokens' probabilities) is what marks a question as
+    unsure (``[asr] unsure_below``): the same speech played backwards is still heard as words, but unsure ones."""
+    threshold = AsrConfig().unsure_below
+    for sentence in SENTENCES:
+        clear, garbled = recognizer.transcribe(speak(sentence)), recognizer.transcribe(speak(sentence)[::-1].copy())
+        assert clear.confidence is not None and threshold < clear.confidence <= 1.0, clear
+        assert garbled.text and garbled.confidence is not None and garbled.confidence < threshold, garbled
+    assert recognizer.transcribe(np.zeros(16000, np.float32)).confidence is None  # nothing decoded, nothing known
 
 
 def test_is_a_recognizer_and_deterministic(

@@ -358,7 +358,7 @@ def test_the_turn_record_names_who_answered() -> None:
     with FakeChatServer("ok", reply="The cafe is on the ground floor.") as server:
         record = answer_turn(question, LOCAL_REPLY, server.base_url)
     assert record["llm"] == "remote" and record["llm_remote_error"] is None
-    assert record["reply"] == "The cafe is on the ground floor."
+    assert record["reply"] == "The cafe is on the ground floor." and record["verdict"] == "model"
     down = answer_turn(question, LOCAL_REPLY, f"http://127.0.0.1:{free_port()}/v1")
     assert down["llm"] == "local" and down["llm_remote_error"] == "llm_remote_unreachable"
     assert down["reply"] == LOCAL_REPLY and down["error"] is None and down["fallback"] is None
@@ -367,7 +367,8 @@ def test_the_turn_record_names_who_answered() -> None:
 
 def test_a_question_the_kiosk_answers_by_itself_names_no_model() -> None:
     record = answer_turn("What is the capital of Peru?", LOCAL_REPLY, f"http://127.0.0.1:{free_port()}/v1")
-    assert record["llm"] is None and record["reply"] == DONT_KNOW
+    assert record["llm"] is None and record["reply"] == DONT_KNOW and record["verdict"] == "gate"
+    assert record["confidence"] is None  # the fake recognizer does not say how sure it is
 
 
 def test_the_metrics_count_replies_by_the_model_that_answered() -> None:

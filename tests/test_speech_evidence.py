@@ -79,8 +79,10 @@ class _Scripted(WhisperCppRecognizer):
         self.hparams = type("Hparams", (), {"n_audio_ctx": 1500})()
         self._ctx = None
 
-    def _decode(self, samples: np.ndarray, ctx_size: int, prompt: str, max_tokens: int) -> tuple[str | None, int]:
-        return self.text, 3
+    def _decode(
+        self, samples: np.ndarray, ctx_size: int, prompt: str, max_tokens: int
+    ) -> tuple[str | None, int, float | None]:
+        return self.text, 3, 0.9
 
 
 @pytest.mark.parametrize("text", ["Thank you.", "Thanks!", "Bye-bye."])

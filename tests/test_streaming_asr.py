@@ -50,3 +50,37 @@ def test_a_turn_carries_the_words_of_the_turn_it_goes_on_with(asr: StreamingTran
     asr.start_turn(3, carried="Where is the cafe")
     assert asr.finish(audio(0.4), turn_id=3).text == "Where is the cafe heard4"
     assert asr.recognizer.heard == [6400]  # type: ignore[attr-defined]  # the carried words were not decoded again
+
+
+class SureRecognizer(FakeRecognizer):
+    """Hears "part" with the confidence queued for each decode."""
+
+    def __init__(self, *confidence: float) -> None:
+        super().__init__("", ManualClock(), seconds=0.0)
+        self.confidence = list(confidence)
+
+    def transcribe(self, audio: np.ndarray, *, prompt: str = "") -> Transcript:
+        return Transcript("part", confidence=self.confidence.pop(0))
+
+
+def test_a_turn_is_as_sure_as_its_least_sure_part() -> None:
+    asr = StreamingTranscriber(SureRecognizer(0.9, 0.4, 0.8))
+    asr.start()
+    try:
+        asr.start_turn(1)
+        asr.commit_segment(audio(0.5))
+        asr.commit_segment(audio(0.5))
+        heard = asr.finish(audio(0.3), turn_id=1)
+        assert (heard.text, heard.confidence) == ("part part part", 0.4)
+    finally:
+        assert asr.close()
+
+
+def test_words_carried_from_the_turn_before_count_for_nothing() -> None:
+    asr = StreamingTranscriber(SureRecognizer(0.7))
+    asr.start()
+    try:
+        asr.start_turn(2, carried="Where is the")
+        assert asr.finish(audio(0.3), turn_id=2).confidence == 0.7
+    finally:
+        assert asr.close()

@@ -4,6 +4,7 @@ hand-made replies, follow-ups asked with their history, the command line; one ru
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,13 @@ from edgevoice.bench.scoring import invented_values, is_small_talk_reply
 from edgevoice.bench.venue import KINDS, Question, Venue, load_venue, parse_questions, sample_venue, venue_dirs
 from edgevoice.bench.venue_quality import Conversations, answer_venue, score_reply, summarize
 from edgevoice.cli import build_parser
-from edgevoice.config import Config
+from edgevoice.config import AsrConfig, Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
-from edgevoice.events import ChatMessage
+from edgevoice.events import ChatMessage, Transcript
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import parse_knowledge
+from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW
 
 ROOT = Path(__file__).resolve().parents[1]
 VENUE_DIRS = venue_dirs(ROOT / "venues")
@@ -101,8 +103,8 @@ def test_a_small_talk_refusal_scores_nothing() -> None:
 def test_an_invented_price_is_counted_and_a_known_time_is_not() -> None:
     honest = score_reply(PARKING, "I don't know the parking price; a day pass costs four euros.", KNOWLEDGE)
     invented = score_reply(PARKING, "Parking costs 6 euros a day, and we close at five p m.", KNOWLEDGE)
-    assert honest == {"right": True, "invented": []}
-    assert invented == {"right": False, "invented": ["six"]}
+    assert honest == {"right": True, "invented": [], "asked_again": False}
+    assert invented == {"right": False, "invented": ["six"], "asked_again": False}
     assert invented_values("We close at 17:00.", KNOWLEDGE) == []  # "5 pm" and "17:00" sound the same
     assert invented_values("Open 24 hours, one of the best.", KNOWLEDGE) == ["twenty four"]
     items = [
@@ -118,7 +120,8 @@ def test_a_follow_up_is_asked_after_its_question_in_one_conversation() -> None:
     venue = Venue("v", KNOWLEDGE, "You are Kim.", (HOURS, SATURDAY, PARKING))
     asked: list[tuple[str, ...]] = []
 
-    def ask(texts: tuple[str, ...]) -> list[tuple[str, str]]:
+    def ask(heard: tuple[Transcript, ...]) -> list[tuple[str, str]]:
+        texts = tuple(t.text for t in heard)
         asked.append(texts)
         replies = {
             ("When do you close?",): "We close at 5 pm.",
@@ -127,7 +130,7 @@ def test_a_follow_up_is_asked_after_its_question_in_one_conversation() -> None:
         # the follow-up alone has no subject: only its history makes it answerable
         return [(replies.get(texts[: i + 1], "I don't know."), "model") for i in range(len(texts))]
 
-    texts = {q.id: q.text for q in venue.questions}
+    texts = {q.id: Transcript(q.text) for q in venue.questions}
     items = answer_venue(venue, venue.questions, "written", "", texts, ask)
     assert asked == [("When do you close?",), ("When do you close?", "And on Saturdays?"), ("How much is parking?",)]
     by_id = {i["id"]: i for i in items}
@@ -201,3 +204,29 @@ def test_written_dev_split_of_one_venue_with_the_default_models(
         assert 0 <= row[key] <= 100
     assert 0 <= row["invented"] <= row["n"]
     assert len(report["items"]) == 8 and sum(bool(i["reply"]) for i in report["items"]) >= 7
+
+
+def test_asked_again_is_honest_but_answers_nothing() -> None:
+    unknown = Question("peru", "What is the capital of Peru?", kind="out")
+    fact, chat = HOURS, HELLO
+    assert score_reply(unknown, ASK_AGAIN, KNOWLEDGE) == {"right": True, "invented": [], "asked_again": True}
+    assert not score_reply(fact, ASK_AGAIN, KNOWLEDGE)["right"]
+    assert not score_reply(chat, ASK_AGAIN, KNOWLEDGE)["right"]  # a greeting asked for again was not answered
+    assert summarize([{"kind": "out", "right": True, "invented": [], "asked_again": True}])["asked_again"] == 1
+
+
+def test_an_unsure_question_the_knowledge_does_not_answer_is_asked_for_again_once() -> None:
+    kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
+    llm = Recorder()
+    ask = Conversations(Config(), kiosk, kiosk.grounded(llm))  # type: ignore[arg-type]
+    unsure = Transcript("What is the capital of Peru?", confidence=0.3)
+    sure = Transcript("What is the capital of Peru?", confidence=0.9)
+    assert ask.ask((unsure, unsure)) == [(ASK_AGAIN, "unheard"), (DONT_KNOW, "gate")]  # then the refusal
+    assert ask.ask((sure,)) == [(DONT_KNOW, "gate")]
+    assert ask.ask((Transcript("What is the capital of Peru?"),)) == [(DONT_KNOW, "gate")]  # typed: no confidence
+    assert ask.ask((unsure, sure, unsure)) == [(ASK_AGAIN, "unheard"), (DONT_KNOW, "gate"), (ASK_AGAIN, "unheard")]
+    assert not llm.requests  # the gate decides all of it
+    # a question the knowledge answers as heard is answered, however unsure the words
+    assert ask.ask((Transcript("Is there a cafe?", confidence=0.3),)) == [("Noted.", "model")]
+    off = Conversations(replace(Config(), asr=AsrConfig(unsure_below=0.0)), kiosk, kiosk.grounded(llm))  # type: ignore[arg-type]
+    assert off.ask((unsure,)) == [(DONT_KNOW, "gate")]

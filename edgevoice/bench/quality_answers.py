@@ -87,21 +87,23 @@ def conversation_responder(config: Config, kiosk: Kiosk, grounded: GroundedModel
     clock = MonotonicClock()
     responder = Responder(
         _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
-        max_sentences=config.kiosk.max_sentences, clock=clock,
+        max_sentences=config.kiosk.max_sentences, clock=clock, unsure_below=config.asr.unsure_below,
     )  # fmt: skip
     return responder, clock
 
 
 def respond(
-    responder: Responder, grounded: GroundedModel, clock: MonotonicClock, text: str, index: int = 0
+    responder: Responder, grounded: GroundedModel, clock: MonotonicClock, heard: str | Transcript, index: int = 0
 ) -> tuple[str, str]:
-    """The reply to ``text`` in the responder's conversation so far, and who gave it (see :func:`answer_inputs`);
-    the exchange joins the conversation, as a played reply does in the kiosk."""
+    """The reply to ``heard`` (a text, or a transcript with the recognizer's confidence) in the responder's
+    conversation so far, and who gave it (see :func:`answer_inputs`); the exchange joins the conversation, as a
+    played reply does in the kiosk."""
+    transcript = heard if isinstance(heard, Transcript) else Transcript(heard)
     trace = ReplyTrace(index, committed=clock.now())
-    responder.respond_to(Transcript(text), trace, threading.Event(), _Counter().emit)
+    responder.respond_to(transcript, trace, threading.Event(), _Counter().emit)
     responder.commit(trace, None)
     said = grounded.last_verdict
-    return trace.reply, "no speech" if not text.strip() else said.value if said is not None else ""
+    return trace.reply, "no speech" if transcript.is_empty else said.value if said is not None else ""
 
 
 class _Counter:

@@ -23,6 +23,8 @@ from edgevoice.bench.scoring import has_fact, invented_values, is_dont_know, is_
 from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW, KINDS, Question, Venue
 from edgevoice.bench.voices import DEFAULT_VOICES
 from edgevoice.config import Config
+from edgevoice.events import Transcript
+from edgevoice.kiosk.prompt import ASK_AGAIN
 from edgevoice.models.store import ModelStore
 
 __all__ = ["VenueOptions", "run_venues", "score_reply", "summarize", "venue_rows"]
@@ -55,14 +57,22 @@ def venue_config(config: Config, venue: Venue) -> Config:
 
 
 def score_reply(question: Question, reply: str, knowledge: str) -> dict[str, Any]:
-    """Whether ``reply`` is right for its question's kind, and the values in it the knowledge never states."""
+    """Whether ``reply`` is right for its question's kind, and the values in it the knowledge never states.
+
+    Asked to say it again (:data:`~edgevoice.kiosk.prompt.ASK_AGAIN`), the visitor has no fact and no reply to
+    their small talk, but nothing untrue: right only for a question the knowledge does not answer."""
+    asked_again = reply == ASK_AGAIN
     if question.kind in ANSWERABLE:
         right = has_fact(reply, question.facts)
     elif question.kind in DONT_KNOW:
-        right = is_dont_know(reply)
+        right = asked_again or is_dont_know(reply)
     else:
-        right = is_small_talk_reply(reply)
-    return {"right": right, "invented": invented_values(reply, knowledge)}
+        right = not asked_again and is_small_talk_reply(reply)
+    return {"right": right, "invented": invented_values(reply, knowledge), "asked_again": asked_again}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _pct(n: int, total: int) -> float | None:
@@ -83,6 +93,7 @@ def summarize(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "dont_know_percent": share(DONT_KNOW),
         "small_talk_percent": share(["small_talk"]),
         "invented": sum(bool(i["invented"]) for i in items),
+        "asked_again": sum(bool(i.get("asked_again")) for i in items),
         "by_kind": {
             k: {"n": sum(i["kind"] == k for i in items), "right_percent": share([k])}
             for k in KINDS
@@ -97,10 +108,10 @@ class Conversations:
     def __init__(self, config: Config, kiosk: Any, grounded: Any) -> None:
         self.responder, self.clock = conversation_responder(config, kiosk, grounded)
         self.grounded = grounded
-        self._done: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        self._done: dict[tuple[Transcript, ...], list[tuple[str, str]]] = {}
 
-    def ask(self, texts: tuple[str, ...]) -> list[tuple[str, str]]:
-        """(reply, who gave it) for each text, asked in turn in one conversation."""
+    def ask(self, texts: tuple[Transcript, ...]) -> list[tuple[str, str]]:
+        """(reply, who gave it) for each transcript, asked in turn in one conversation."""
         if texts not in self._done:
             self.responder.history.clear()
             self._done[texts] = [respond(self.responder, self.grounded, self.clock, t, i) for i, t in enumerate(texts)]
@@ -161,7 +172,9 @@ def run_venue(
     config = venue_config(config, venue)
     questions = venue.in_split(options.split, options.per_kind)
     kiosk = build_kiosk(config, store=store)
-    heard: dict[tuple[str, str], dict[str, str]] = {(WRITTEN, ""): {q.id: q.text for q in venue.questions}}
+    heard: dict[tuple[str, str], dict[str, Transcript]] = {
+        (WRITTEN, ""): {q.id: Transcript(q.text) for q in venue.questions}
+    }
     if not options.written_only:
         heard |= transcribe_venue(config, store, kiosk, venue, questions, options, progress)
     c = config.llm
@@ -187,10 +200,10 @@ def answer_venue(
     questions: Sequence[Question],
     voice: str,
     condition: str,
-    texts: dict[str, str],
-    ask: Callable[[tuple[str, ...]], list[tuple[str, str]]],
+    texts: dict[str, Transcript],
+    ask: Callable[[tuple[Transcript, ...]], list[tuple[str, str]]],
 ) -> list[dict[str, Any]]:
-    """Each question as ``texts`` has it (id -> written or heard text), scored: a follow-up in one conversation
+    """Each question as ``texts`` has it (id -> written or heard transcript), scored: a follow-up in one conversation
     after its ``after`` question, every other question alone. ``ask`` answers a conversation: (reply, by) a turn."""
     items: list[dict[str, Any]] = []
     for q in questions:
@@ -200,11 +213,12 @@ def answer_venue(
         item = {
             "venue": venue.name, "id": q.id, "kind": q.kind, "split": q.split,
             "input": WRITTEN if voice == WRITTEN else f"spoken {condition}", "voice": voice,
-            "question": q.text, "heard": texts[q.id], "reply": reply, "by": by,
+            "question": q.text, "heard": texts[q.id].text, "confidence": _rounded(texts[q.id].confidence),
+            "reply": reply, "by": by,
             **score_reply(q, reply, venue.knowledge),
         }  # fmt: skip
         if q.after:
-            item["before"] = {"heard": texts[q.after], "reply": answers[0][0]}
+            item["before"] = {"heard": texts[q.after].text, "reply": answers[0][0]}
         items.append(item)
     return items
 
@@ -217,7 +231,7 @@ def transcribe_venue(
     questions: Sequence[Question],
     options: VenueOptions,
     progress: Callable[[str], None],
-) -> dict[tuple[str, str], dict[str, str]]:
+) -> dict[tuple[str, str], dict[str, Transcript]]:
     """(voice, condition) -> question id -> what the recognizer heard; the questions that follow-ups come after
     are spoken too."""
     from edgevoice.bench.quality import open_recognizer
@@ -243,7 +257,7 @@ def transcribe_venue(
     vad = SileroVad(resolve(store, "vad", config.models.vad))
     rec = open_recognizer(store, config, config.models.asr)
     prompt = kiosk.asr_prompt(config.asr.initial_prompt)
-    out: dict[tuple[str, str], dict[str, str]] = {}
+    out: dict[tuple[str, str], dict[str, Transcript]] = {}
     try:
         for vi, name in enumerate(options.voices):
             speak = voice_speaker(name, piper)
@@ -257,7 +271,8 @@ def transcribe_venue(
                     span = utterance_span(
                         find_speech(vad, audio, config.vad, sample_rate=RATE), int(config.asr.max_seconds * RATE)
                     )
-                    texts[qid] = "" if span is None else rec.transcribe(audio[span[0] : span[1]], prompt=prompt).text
+                    heard = Transcript("") if span is None else rec.transcribe(audio[span[0] : span[1]], prompt=prompt)
+                    texts[qid] = heard
     finally:
         rec.close()
         vad.close()

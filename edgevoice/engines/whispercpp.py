@@ -295,13 +295,13 @@ class WhisperCppRecognizer:
         minimum = AUDIO_CTX_MIN_PROMPTED if prompt else AUDIO_CTX_MIN
         ctx_size = self.audio_ctx or audio_ctx_for(samples.size, full, minimum=minimum)
         max_tokens = math.ceil(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 8
-        text, n_tokens = self._decode(samples, ctx_size, prompt, max_tokens)
+        text, n_tokens, confidence = self._decode(samples, ctx_size, prompt, max_tokens)
         if text is not None and ctx_size < full and (n_tokens >= max_tokens or looks_looped(text)):
             mended = collapse_repeated_sentences(text)
             if (n_tokens < max_tokens and not looks_looped(mended)) or not retry:
                 text = mended
             else:
-                text, n_tokens = self._decode(samples, full, prompt, max_tokens)
+                text, n_tokens, confidence = self._decode(samples, full, prompt, max_tokens)
         if text is None:
             # pywhispercpp 1.5.1 does not expose the probability itself: all we know is that it exceeded the threshold.
             return Transcript(text="", no_speech_prob=self.no_speech_threshold, filtered="no_speech")
@@ -310,12 +310,14 @@ class WhisperCppRecognizer:
             reason = None  # "Thank you." that was said, not made up
         if reason is not None:
             return Transcript(text="", filtered=reason)
-        return Transcript(text=text)
+        return Transcript(text=text, confidence=confidence)
 
     def _decode(
         self, samples: npt.NDArray[np.float32], ctx_size: int, prompt: str, max_tokens: int
-    ) -> tuple[str | None, int]:
-        """(text, tokens decoded) of one whisper_full run; text is None when whisper.cpp judged it no speech."""
+    ) -> tuple[str | None, int, float | None]:
+        """(text, tokens decoded, confidence) of one whisper_full run; text is None when whisper.cpp judged it no
+        speech. The confidence is the geometric mean of the text tokens' probabilities (timestamps and other special
+        tokens aside; None without text tokens)."""
         pw = self._pw
         params = self._params(ctx_size, prompt, max_tokens)
         with self._lock:
@@ -329,13 +331,23 @@ class WhisperCppRecognizer:
                 n_segments = pw.whisper_full_n_segments(ctx)
                 raw = b"".join(pw.whisper_full_get_segment_text(ctx, i) for i in range(n_segments))
                 n_tokens = sum(pw.whisper_full_n_tokens(ctx, i) for i in range(n_segments))
+                eot = pw.whisper_token_eot(ctx)  # the special tokens (timestamps too) come after it
+                probabilities = [
+                    pw.whisper_full_get_token_p(ctx, i, j)
+                    for i in range(n_segments)
+                    for j in range(pw.whisper_full_n_tokens(ctx, i))
+                    if pw.whisper_full_get_token_id(ctx, i, j) < eot
+                ]
             except RecognizerError:
                 raise
             except Exception as exc:
                 raise RecognizerError(f"whisper.cpp transcription failed: {exc}") from exc
         if n_segments == 0:
-            return None, 0
-        return " ".join(raw.decode("utf-8", errors="replace").split()), n_tokens
+            return None, 0, None
+        confidence = None
+        if probabilities:
+            confidence = math.exp(sum(math.log(max(p, 1e-6)) for p in probabilities) / len(probabilities))
+        return " ".join(raw.decode("utf-8", errors="replace").split()), n_tokens, confidence
 
     def close(self) -> None:
         """Free the whisper.cpp context; idempotent. Waits for a transcription in progress to finish."""

@@ -26,7 +26,7 @@ from typing import Any
 from edgevoice.events import Answered, ChatMessage
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
-from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
+from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
 
@@ -103,6 +103,10 @@ class GroundedModel:
         self.last_grounding = grounding
         self.last_verdict = Verdict.MODEL
         if grounding is not None and not grounding.known:
+            if messages[-1].unsure and not self._asked_again(messages[:-1]):
+                self.last_verdict = Verdict.UNHEARD
+                yield ASK_AGAIN  # most likely misheard: "I don't know" would send the visitor away for nothing
+                return
             self.last_verdict = Verdict.GATE
             yield self.kiosk.refusal(grounding)  # a near miss hears what its entry does say
             return
@@ -122,6 +126,13 @@ class GroundedModel:
                 yield from self._checked(stream, messages[-1].content, grounding)
         finally:
             stream.close()
+
+    @staticmethod
+    def _asked_again(earlier: Sequence[ChatMessage]) -> bool:
+        """The kiosk's last reply in ``earlier`` asked the visitor to say it again: once is enough (a visitor the
+        recognizer cannot hear is not asked over and over), so the refusal follows. (The prefix's example turns
+        never ask again.)"""
+        return next((m.content for m in reversed(earlier) if m.role == "assistant"), None) == ASK_AGAIN
 
     def _checked(self, stream: Iterator[str], question: str, grounding: Grounding) -> Generator[str, None, None]:
         """The reply to ``question``: each clause (``reply_check = "clause"``) or sentence is held back until

@@ -28,6 +28,8 @@ class Verdict(Enum):
     """The model's reply (or its rest) kept not to the knowledge and was cut or replaced by "I don't know"."""
     ECHO = "echo"
     """The model's reply only echoed the question and was replaced by the best entry's answer."""
+    UNHEARD = "unheard"
+    """Not covered by the knowledge as heard, and the recognizer unsure of the words: asked to say it again."""
     SMALL_TALK = "small talk"
     """Small talk ("hello", "thank you", "who are you?"): a reply of the persona, without the model."""
 

@@ -24,6 +24,8 @@ DONT_KNOW_OPENING: str = _TEXT["dont_know_opening"]
 """The opening of :data:`DONT_KNOW`, which a small model completes with a place of its own."""
 DONT_KNOW_BUT: str = _TEXT["dont_know_but"]
 """The refusal of a near miss, said before the answer of the entry the question is about."""
+ASK_AGAIN: str = _TEXT["ask_again"]
+"""What the gate says instead of :data:`DONT_KNOW` to a question the recognizer was unsure of (asked once)."""
 REDIRECT: str = _TEXT["redirect"]
 """The refusal that names a place the knowledge gives (``{place}``), instead of the model's "I don't know"."""
 OFF_TOPIC: str = _TEXT["off_topic"]
@@ -80,6 +82,9 @@ def prefix_messages(
     return messages
 
 
-def conversation(prefix: Sequence[ChatMessage], history: Sequence[ChatMessage], user_text: str) -> list[ChatMessage]:
-    """The messages for one turn: the cached prefix, the history, then the new question."""
-    return [*prefix, *history, ChatMessage("user", user_text)]
+def conversation(
+    prefix: Sequence[ChatMessage], history: Sequence[ChatMessage], user_text: str, *, unsure: bool = False
+) -> list[ChatMessage]:
+    """The messages for one turn: the cached prefix, the history, then the new question (``unsure``: as the
+    recognizer was unsure it heard it, :attr:`ChatMessage.unsure`)."""
+    return [*prefix, *history, ChatMessage("user", user_text, unsure=unsure)]

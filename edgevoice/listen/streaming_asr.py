@@ -30,6 +30,8 @@ UNFINISHED_KEPT = 4
 class _TurnState:
     turn_id: int
     segments: list[str] = field(default_factory=list)
+    confidence: dict[int, float] = field(default_factory=dict)
+    """The recognizer's confidence in each decoded segment that has one, by index (a carried segment has none)."""
     pending: int = 0
     speculation: Transcript | None = None
     speculating: bool = False
@@ -50,6 +52,17 @@ class Speculation:
     stable: bool
     """No segment of the turn is still being decoded: ``text`` is what the turn's transcript will be if the visitor
     says nothing more."""
+    confidence: float | None = None
+    """The recognizer's confidence in ``text``, as :meth:`StreamingTranscriber.finish` gives it."""
+
+
+def _least(turn: _TurnState, tail: Transcript) -> float | None:
+    """The turn's confidence with ``tail`` as its last part: the least of its parts' (one misheard segment makes the
+    question unsure); None when no part says. Called with ``turn.done`` held."""
+    known = [c for i, c in turn.confidence.items() if turn.segments[i].strip()]
+    if tail.text.strip() and tail.confidence is not None:
+        known.append(tail.confidence)
+    return min(known, default=None)
 
 
 @dataclass(frozen=True)
@@ -181,9 +194,11 @@ class StreamingTranscriber:
         with turn.done:
             turn.done.wait_for(lambda: turn.pending == 0, timeout)
             parts = [*turn.segments, tail_text.text]
+            confidence = _least(turn, tail_text)
         text = " ".join(p.strip() for p in parts if p.strip())
         filtered = tail_text.filtered if not text else None
-        return Transcript(text=text, no_speech_prob=tail_text.no_speech_prob if not text else 0.0, filtered=filtered)
+        no_speech = tail_text.no_speech_prob if not text else 0.0
+        return Transcript(text=text, no_speech_prob=no_speech, filtered=filtered, confidence=confidence)
 
     # -- worker ---------------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -203,7 +218,7 @@ class StreamingTranscriber:
                 # the speculative decode of this very audio was queued before this job: it is done by now
                 speculation = job.turn.spec_results.get(job.seq)
                 if speculation is not None and speculation.filtered != "error":
-                    self._store_segment(job, speculation.text)
+                    self._store_segment(job, speculation.text, speculation.confidence)
                     continue
             decode = self.recognizer.transcribe
             prompt = self.prompt
@@ -232,9 +247,10 @@ class StreamingTranscriber:
                         job.turn.speculation, job.turn.speculating = result, False
                     stable = job.turn.pending == 0
                     joined = " ".join(p.strip() for p in [*job.turn.segments, text] if p.strip())
+                    confidence = _least(job.turn, result)
                     job.turn.done.notify_all()
                 if latest:  # an empty one too: the listener waits for it before it ends the turn
-                    self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable))
+                    self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable, confidence))
                 continue
             if job.kind == "partial":
                 self.partials += 1
@@ -242,12 +258,14 @@ class StreamingTranscriber:
                     self.on_partial(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
                 continue
             self.segments_decoded += 1
-            self._store_segment(job, text)
+            self._store_segment(job, text, result.confidence)
 
     @staticmethod
-    def _store_segment(job: _Job, text: str) -> None:
+    def _store_segment(job: _Job, text: str, confidence: float | None = None) -> None:
         with job.turn.done:
             job.turn.segments[job.index] = text
+            if text.strip() and confidence is not None:
+                job.turn.confidence[job.index] = confidence
             job.turn.pending -= 1
             job.turn.done.notify_all()
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from edgevoice import paths
 from edgevoice.interfaces import FloatAudio
-from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT
+from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_BUT
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.audio_cache import CachedSynthesizer, spoken_pieces
 
@@ -54,7 +54,7 @@ def default_cache_dir() -> Path:
 def known_replies(kiosk: Kiosk) -> list[str]:
     """The replies known before any visitor speaks, the most frequent first: the refusal and a near miss's opening,
     then each entry's answer (a direct answer, or what replaces a reply that echoes the question)."""
-    return [DONT_KNOW, DONT_KNOW_BUT, *(entry.answer for entry in kiosk.entries if entry.answer)]
+    return [DONT_KNOW, DONT_KNOW_BUT, ASK_AGAIN, *(entry.answer for entry in kiosk.entries if entry.answer)]
 
 
 def disk_audio(setting: str, voice_id: str) -> DiskAudio | None:

@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
@@ -54,7 +55,12 @@ class ReplyTrace:
     first_sample_queued: float | None = None
     done: float | None = None
     transcript: str = ""
+    confidence: float | None = None
+    """The recognizer's confidence in the transcript (:attr:`~edgevoice.events.Transcript.confidence`)."""
     reply: str = ""
+    verdict: str | None = None
+    """Who answered, as the grounding names it (:class:`~edgevoice.kiosk.grounding_types.Verdict`: "direct",
+    "model", "gate", "unheard"...); None without grounding."""
     cancelled: bool = False
     speculative_transcript: bool = False
     """The transcript was decoded while the end of the turn was being confirmed."""
@@ -111,10 +117,14 @@ class Responder:
         asr_prompt: str = "",
         synthesis_thread: bool = False,
         conversation_timeout_s: float = 0.0,
+        unsure_below: float = 0.0,
     ) -> None:
         """``synthesis_thread``: synthesize on a worker thread while the LLM goes on (the live loop, where audio
         plays as it is made); otherwise clause by clause in the caller's thread (deterministic: offline replies).
-        ``conversation_timeout_s``: the history is forgotten when no exchange was added for this long (0: never)."""
+        ``conversation_timeout_s``: the history is forgotten when no exchange was added for this long (0: never).
+        ``unsure_below``: a transcript whose confidence is under this is marked unsure for the grounding
+        (:attr:`~edgevoice.events.ChatMessage.unsure`)."""
+        self.unsure_below = unsure_below
         self.asr_prompt = asr_prompt
         self.synthesis_thread = synthesis_thread
         self._llm_lock = threading.Lock()  # the language model serves one caller at a time
@@ -183,6 +193,7 @@ class Responder:
         ``queued_s``: seconds of reply audio queued and not yet played; while it is short, pieces are cut early."""
         trace.transcript_done = self.clock.now()
         trace.transcript = transcript.text
+        trace.confidence = transcript.confidence
         if transcript.is_empty or cancel.is_set():
             trace.cancelled = cancel.is_set()
             trace.done = self.clock.now()
@@ -250,7 +261,8 @@ class Responder:
         queued_s: Callable[[], float] | None,
     ) -> ReplyTrace:
         self.trim_history()
-        messages = conversation(self.prefix, self.history, transcript.text)
+        unsure = transcript.confidence is not None and transcript.confidence < self.unsure_below
+        messages = conversation(self.prefix, self.history, transcript.text, unsure=unsure)
         chunker = ClauseChunker(first_max_words=FIRST_CLAUSE_WORDS)
         sentences_spoken = 0
         stream = self.llm.stream_reply(messages, max_tokens=self.max_tokens)
@@ -287,6 +299,8 @@ class Responder:
                 worker.finish()
         answered = getattr(self.llm, "answered_by", None)
         trace.answered_by = answered if isinstance(answered, Answered) else None
+        verdict = getattr(self.llm, "last_verdict", None)
+        trace.verdict = verdict.value if isinstance(verdict, Enum) else None
         trace.cancelled = cancel.is_set()
         trace.reply = " ".join(c.text for c in trace.clauses)
         trace.done = self.clock.now()

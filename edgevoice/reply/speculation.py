@@ -78,8 +78,9 @@ class SpeculativeReply:
 
     The listener decides its fate once: :meth:`adopt` (with the committed turn) or :meth:`drop`."""
 
-    def __init__(self, turn_id: int, seq: int, text: str, trace: ReplyTrace) -> None:
+    def __init__(self, turn_id: int, seq: int, text: str, trace: ReplyTrace, confidence: float | None = None) -> None:
         self.turn_id, self.seq, self.text, self.trace = turn_id, seq, text, trace
+        self.confidence = confidence
         self.turn: Turn | None = None
         self._decided = threading.Event()
         self._thread: threading.Thread | None = None
@@ -111,7 +112,8 @@ class SpeculativeReply:
 
         def run() -> None:
             try:
-                responder.respond_to(Transcript(text=self.text), self.trace, cancel, held.emit, queued_s=queued_s)
+                heard = Transcript(text=self.text, confidence=self.confidence)
+                responder.respond_to(heard, self.trace, cancel, held.emit, queued_s=queued_s)
             except BaseException as exc:  # handed to the responder thread by finish()
                 self._error = exc
 
@@ -279,7 +281,8 @@ class SpeculativeReplies:
                 "reply begun" if start else "prefill",
             )  # fmt: skip
             if start:
-                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, ReplyTrace(spec.turn_id, committed=0.0))
+                trace = ReplyTrace(spec.turn_id, committed=0.0)
+                reply = SpeculativeReply(spec.turn_id, spec.seq, spec.text, trace, spec.confidence)
                 self._reply = reply
                 self.counts["started"] += 1
                 self._submit(reply)
