@@ -230,3 +230,26 @@ def test_an_unsure_question_the_knowledge_does_not_answer_is_asked_for_again_onc
     assert ask.ask((Transcript("Is there a cafe?", confidence=0.3),)) == [("Noted.", "model")]
     off = Conversations(replace(Config(), asr=AsrConfig(unsure_below=0.0)), kiosk, kiosk.grounded(llm))  # type: ignore[arg-type]
     assert off.ask((unsure,)) == [(DONT_KNOW, "gate")]
+
+
+class Refuser:
+    """A language model that gives its reply in pieces, as a model streams it."""
+
+    def __init__(self, *pieces: str) -> None:
+        self.pieces = pieces
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        yield from self.pieces
+
+
+@pytest.mark.parametrize("sure", [True, False])
+def test_the_models_refusal_of_an_unsure_question_is_asked_for_again_too(sure: bool) -> None:
+    kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
+    refusal = Refuser("I don't", " know that,", " please ask", " at the desk.")
+    ask = Conversations(Config(), kiosk, kiosk.grounded(refusal))  # type: ignore[arg-type]
+    heard = Transcript("Is there a cafe?", confidence=0.9 if sure else 0.3)  # the gate passes it to the model
+    assert ask.ask((heard,)) == [(DONT_KNOW, "model") if sure else (ASK_AGAIN, "unheard")]
+    answer = Refuser("I don't", " know the menu,", " but the cafe is on the top floor.")
+    ask = Conversations(Config(), kiosk, kiosk.grounded(answer))  # type: ignore[arg-type]
+    [(reply, _)] = ask.ask((heard,))
+    assert reply.startswith("I don't know the menu")  # the refusal's opening, but no refusal: said as it came

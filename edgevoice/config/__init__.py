@@ -60,8 +60,8 @@ class AsrConfig:
     max_seconds: float = field(default=30.0, metadata=_rng(1.0, 30.0))
     """Speech longer than this is cut to its first max_seconds (one Whisper window)."""
     unsure_below: float = field(default=0.6, metadata=_rng(0.0, 1.0))
-    """A question heard with less confidence than this (the geometric mean of its tokens' probabilities) that the
-    knowledge does not answer as heard is asked for again, once, instead of refused (0: always refused)."""
+    """A question heard with less confidence than this (the geometric mean of its tokens' probabilities) that would
+    be refused as heard is asked for again, once, instead (0: always refused)."""
 
 
 def _check_base_url(key: str, value: str) -> None:

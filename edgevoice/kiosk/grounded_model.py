@@ -102,8 +102,9 @@ class GroundedModel:
         rewritten, grounding = self._rewrite(messages)
         self.last_grounding = grounding
         self.last_verdict = Verdict.MODEL
+        ask_again = grounding is not None and messages[-1].unsure and not self._asked_again(messages[:-1])
         if grounding is not None and not grounding.known:
-            if messages[-1].unsure and not self._asked_again(messages[:-1]):
+            if ask_again:
                 self.last_verdict = Verdict.UNHEARD
                 yield ASK_AGAIN  # most likely misheard: "I don't know" would send the visitor away for nothing
                 return
@@ -122,10 +123,35 @@ class GroundedModel:
         try:
             if grounding is None:  # not the visitor's turn: nothing to check the reply against
                 yield from stream
+            elif ask_again:
+                yield from self._unless_refused(self._checked(stream, messages[-1].content, grounding))
             else:
                 yield from self._checked(stream, messages[-1].content, grounding)
         finally:
             stream.close()
+
+    def _unless_refused(self, reply: Iterator[str]) -> Generator[str, None, None]:
+        """``reply`` to a question heard unsure, but asking the visitor to say it again where it is the plain
+        refusal (the model's own, or the reply check's): whoever refuses, a question most likely misheard is asked
+        for again, as at the gate. Pieces are held (an empty piece goes out for each) only while the reply could
+        still be the refusal."""
+        held: str | None = ""
+        for piece in reply:
+            if held is None:
+                yield piece
+                continue
+            held += piece
+            if held.strip() == DONT_KNOW:
+                self.last_verdict = Verdict.UNHEARD
+                yield ASK_AGAIN
+                return
+            if DONT_KNOW.startswith(held.lstrip()):
+                yield ""
+                continue
+            yield held
+            held = None
+        if held:
+            yield held
 
     @staticmethod
     def _asked_again(earlier: Sequence[ChatMessage]) -> bool:

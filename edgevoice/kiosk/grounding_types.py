@@ -29,7 +29,8 @@ class Verdict(Enum):
     ECHO = "echo"
     """The model's reply only echoed the question and was replaced by the best entry's answer."""
     UNHEARD = "unheard"
-    """Not covered by the knowledge as heard, and the recognizer unsure of the words: asked to say it again."""
+    """The recognizer unsure of the words, and the knowledge (or the model, or the reply check) refusing them as
+    heard: asked to say it again."""
     SMALL_TALK = "small talk"
     """Small talk ("hello", "thank you", "who are you?"): a reply of the persona, without the model."""
 
