@@ -232,8 +232,8 @@ def test_an_unsure_question_the_knowledge_does_not_answer_is_asked_for_again_onc
     assert off.ask((unsure,)) == [(DONT_KNOW, "gate")]
 
 
-class Refuser:
-    """A language model that gives its reply in pieces, as a model streams it."""
+class Streamed:
+    """A language model that gives a set reply in pieces, as a model streams it."""
 
     def __init__(self, *pieces: str) -> None:
         self.pieces = pieces
@@ -245,11 +245,11 @@ class Refuser:
 @pytest.mark.parametrize("sure", [True, False])
 def test_the_models_refusal_of_an_unsure_question_is_asked_for_again_too(sure: bool) -> None:
     kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
-    refusal = Refuser("I don't", " know that,", " please ask", " at the desk.")
+    refusal = Streamed("I don't", " know that,", " please ask", " at the desk.")
     ask = Conversations(Config(), kiosk, kiosk.grounded(refusal))  # type: ignore[arg-type]
     heard = Transcript("Is there a cafe?", confidence=0.9 if sure else 0.3)  # the gate passes it to the model
     assert ask.ask((heard,)) == [(DONT_KNOW, "model") if sure else (ASK_AGAIN, "unheard")]
-    answer = Refuser("I don't", " know the menu,", " but the cafe is on the top floor.")
+    answer = Streamed("I don't", " know the menu,", " but the cafe is on the top floor.")
     ask = Conversations(Config(), kiosk, kiosk.grounded(answer))  # type: ignore[arg-type]
     [(reply, _)] = ask.ask((heard,))
     assert reply.startswith("I don't know the menu")  # the refusal's opening, but no refusal: said as it came
