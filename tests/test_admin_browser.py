@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from edgevoice.admin.app import create_app
+from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import AdminServer
 from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance
@@ -76,7 +77,8 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str
     runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
     token = TOKEN if getattr(request, "param", False) else None
     listen = f"127.0.0.1:{_free_port()}"
-    server = AdminServer(create_app(appliance, runner, token=token), listen, token=token is not None)
+    app = create_app(appliance, runner, hosts=ServedHosts.for_listen(listen), token=token)
+    server = AdminServer(app, listen, token=token is not None)
     try:
         yield f"http://{listen}", appliance
     finally:

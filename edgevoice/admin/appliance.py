@@ -135,6 +135,7 @@ def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
     """The admin page as ``[admin]`` configures it (the service's socket by default); None when it is off or cannot
     listen (logged: the kiosk answers without it)."""
     from edgevoice.admin.app import create_app
+    from edgevoice.admin.hosts import ServedHosts
     from edgevoice.admin.selftest_runner import SelftestRunner, selftest_command
     from edgevoice.admin.server import AdminServer
 
@@ -142,8 +143,11 @@ def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
     if not listen:
         return None
     token = read_token(config.admin.token_file) if config.admin.token_file else None
+    hosts = ServedHosts.for_listen(listen, config.admin.hosts)
+    if listen.rpartition(":")[0] in ("0.0.0.0", "[::]") and not config.admin.hosts:
+        log.warning("admin page: on %s it answers to loopback names only until [admin] hosts names others", listen)
     selftest = SelftestRunner(selftest_command(config.source))
-    app = create_app(appliance, selftest, token=token)
+    app = create_app(appliance, selftest, hosts=hosts, token=token)
     try:
         server = AdminServer(app, listen, token=token is not None)
     except (OSError, EdgeVoiceError) as exc:

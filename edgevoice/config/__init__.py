@@ -261,6 +261,12 @@ def _check_admin_listen(key: str, value: str) -> None:
         parse_admin_listen(value, token=True)  # a LAN address without a token is refused by AdminConfig
 
 
+def _check_admin_hosts(key: str, value: tuple[str, ...]) -> None:
+    from edgevoice.admin.listen import check_hosts
+
+    check_hosts(key, value)
+
+
 @dataclass(frozen=True)
 class AdminConfig:
     listen: str = field(default="", metadata={"check": _check_admin_listen})
@@ -270,6 +276,9 @@ class AdminConfig:
     token_file: str = ""
     """A file holding the token the page asks for (a header ``Authorization: Bearer <token>`` or its login form);
     required for a listen address that is not loopback; empty: no token (loopback and Unix sockets only)."""
+    hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
+    """More host names the page answers to ("kiosk.local", "kiosk.local:8443"), besides the listen address (and the
+    loopback names on loopback or a Unix socket); a request naming any other Host is refused (docs/admin.md)."""
 
     def __post_init__(self) -> None:
         if self.listen and self.listen != "off" and not self.token_file:
@@ -382,5 +391,6 @@ class Config:
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise ConfigError(
-                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})"
+                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})",
+                code="knowledge_not_utf8",
             ) from None
