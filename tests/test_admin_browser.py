@@ -116,6 +116,20 @@ def test_the_editor_shows_the_reloaded_file(served: tuple[str, FakeAppliance], t
     assert "Is there a cloakroom?" in dom and appliance.reloads == 1
 
 
+def test_a_browser_sent_to_a_rebound_name_gets_nothing(served: tuple[str, FakeAppliance], tmp_path: Path) -> None:
+    """DNS rebinding as the browser meets it: attacker.example resolves to 127.0.0.1 (chromium's resolver rules), so
+    the browser reaches the page, but asks for it by the attacker's name."""
+    url, appliance = served
+    port = url.rpartition(":")[2]
+    rebound = "--host-resolver-rules=MAP attacker.example 127.0.0.1"
+    dom = chromium(f"http://attacker.example:{port}/", tmp_path, rebound, "--dump-dom").stdout
+    assert "admin_host_not_served" in dom and 'id="status"' not in dom and "We open at nine" not in dom
+    dom = chromium(f"http://attacker.example:{port}/api/knowledge", tmp_path, rebound, "--dump-dom").stdout
+    assert "admin_host_not_served" in dom and "We open at nine" not in dom
+    assert "We open at nine" in chromium(f"{url}/", tmp_path, "--dump-dom").stdout  # its own name still works
+    assert appliance.reloads == 0 and appliance.knowledge_text() == OLD_FACTS
+
+
 @pytest.mark.parametrize("served", [True], indirect=True)
 def test_with_a_token_the_browser_gets_the_login_form(served: tuple[str, FakeAppliance], tmp_path: Path) -> None:
     url, _ = served

@@ -143,15 +143,14 @@ def create_app(
         return {k: v.encode("latin-1") for k, v in reversed(fields)}  # the first of a repeated field
 
     too_large = PlainTextResponse("the form is too large", status_code=413)
-    not_editable = EdgeVoiceError(
-        "no [kiosk] knowledge_file is configured: the knowledge is not editable", code="knowledge_not_editable"
-    )
 
     def save(data: bytes) -> dict[str, object]:
         """Decode, write and reload (:class:`EdgeVoiceError` naming the file and line); the outcome as JSON."""
         path = appliance.knowledge_path
         if path is None:
-            raise not_editable
+            raise EdgeVoiceError(
+                "no [kiosk] knowledge_file is configured: the knowledge is not editable", code="knowledge_not_editable"
+            )
         text = decode_text(data, f"kiosk.knowledge_file = {str(path)!r}")
         saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter)
         return {
