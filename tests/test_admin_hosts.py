@@ -16,9 +16,11 @@ from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.listen import parse_authority, parse_host_entry
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import AdminServer
+from edgevoice.clock import ManualClock
 from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
-from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance
+from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance, answer, fake_assistant
+from tests.fakes import FakeLlm
 
 EVIL = "attacker.example"
 
@@ -60,6 +62,7 @@ class Served:
         hosts = ServedHosts.for_listen(listen, declared)
         self.server = AdminServer(create_app(self.appliance, self.runner, hosts=hosts), listen, token=False)
         self.address = self.server.address
+        self.port = self.address[1] if isinstance(self.address, tuple) else 0
 
     def ask(self, method: str, path: str, host: str | None, *extra: str, body: bytes = b"") -> tuple[int, bytes]:
         headers = "".join(f"{h}\r\n" for h in ((f"Host: {host}",) if host is not None else ()) + extra)
@@ -81,7 +84,7 @@ def loopback(tmp_path: Path) -> Iterator[Served]:
 
 # -- the real server on a loopback port ----------------------------------------------------------------------------
 def test_a_rebound_name_can_neither_read_nor_replace_anything(loopback: Served) -> None:
-    port = loopback.address[1]
+    port = loopback.port
     forged = f"{EVIL}:{port}"
     status, body = loopback.ask("GET", "/api/turns", forged)
     assert status == 421 and error_code(body) == "admin_host_not_served", body
@@ -95,7 +98,7 @@ def test_a_rebound_name_can_neither_read_nor_replace_anything(loopback: Served) 
 
 
 def test_every_route_refuses_an_unserved_host_before_it_runs(loopback: Served) -> None:
-    port = loopback.address[1]
+    port = loopback.port
     for method, path in (
         ("GET", "/"),
         ("GET", "/login"),
@@ -126,13 +129,13 @@ def test_every_route_refuses_an_unserved_host_before_it_runs(loopback: Served) -
     ],
 )
 def test_names_that_are_not_served_are_refused(loopback: Served, host: str) -> None:
-    port = loopback.address[1]
+    port = loopback.port
     status, body = loopback.ask("GET", "/api/status", host.format(port=port, other=port + 1))
     assert status == 421 and error_code(body) == "admin_host_not_served", body
 
 
 def test_a_request_without_one_valid_host_is_refused(loopback: Served) -> None:
-    port = loopback.address[1]
+    port = loopback.port
     for host in ("127.0.0.1:99999", "::1", "a b", "u@127.0.0.1", f"127.0.0.1:{port}/x"):
         status, body = loopback.ask("GET", "/api/status", host)
         assert status == 400 and error_code(body) == "admin_host_invalid", (host, body)
@@ -147,7 +150,7 @@ def test_a_request_without_one_valid_host_is_refused(loopback: Served) -> None:
 
 
 def test_the_served_names_still_work(loopback: Served) -> None:
-    port = loopback.address[1]
+    port = loopback.port
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LocalHost:{port}", f"[::1]:{port}", "127.0.0.1"):
         status, body = loopback.ask("GET", "/api/status", host)
         assert status == 200 and json.loads(body)["uptime_s"] == 42, (host, body)
@@ -160,7 +163,7 @@ def test_the_served_names_still_work(loopback: Served) -> None:
 
 def test_a_change_from_a_page_that_is_not_this_one_is_refused(loopback: Served) -> None:
     """The Origin is compared with the served names and the request's own host and port, not taken on trust."""
-    port = loopback.address[1]
+    port = loopback.port
     host = f"127.0.0.1:{port}"
     for origin in (
         f"http://{EVIL}:{port}",  # another site (cross-site request forgery)
@@ -175,6 +178,38 @@ def test_a_change_from_a_page_that_is_not_this_one_is_refused(loopback: Served) 
     assert loopback.venue.read_text() == OLD_FACTS and loopback.appliance.reloads == 0
     status, _ = loopback.ask("PUT", "/api/knowledge", host, f"Origin: http://{host}", body=NEW_FACTS.encode())
     assert status == 200 and loopback.appliance.reloads == 1
+
+
+def test_the_page_of_a_run_on_loopback_refuses_a_rebound_name(tmp_path: Path) -> None:
+    """As reported: ``[admin] listen = "127.0.0.1:PORT"``, no token, the page ``edgevoice run`` starts."""
+    from edgevoice.admin.appliance import LiveAppliance, start_admin
+    from edgevoice.live.service import Notifier, ServiceMonitor
+
+    venue = tmp_path / "venue.md"
+    venue.write_text(OLD_FACTS)
+    port = _free_port()
+    config = config_from_dict(
+        {
+            "admin": {"listen": f"127.0.0.1:{port}"},
+            "kiosk": {"knowledge_file": str(venue), "semantic": False, "mend_misheard": False},
+        }
+    )
+    assistant = fake_assistant(config, FakeLlm("I do not know.", ManualClock()))
+    appliance = LiveAppliance(config, assistant, ServiceMonitor(Notifier({})), lambda: None)
+    handle = start_admin(config, appliance)
+    assert handle is not None
+    forged = f"Host: {EVIL}:{port}\r\nOrigin: http://{EVIL}:{port}\r\n"
+    try:
+        status, body = raw_request(("127.0.0.1", port), f"PUT /api/knowledge HTTP/1.1\r\n{forged}", NEW_FACTS.encode())
+        assert status == 421 and error_code(body) == "admin_host_not_served"
+        assert venue.read_text() == OLD_FACTS
+        assert answer(assistant, "Is there a cloakroom?").reply != "Yes, by the entrance."
+        own = f"Host: 127.0.0.1:{port}\r\n"
+        status, body = raw_request(("127.0.0.1", port), f"PUT /api/knowledge HTTP/1.1\r\n{own}", NEW_FACTS.encode())
+        assert status == 200 and json.loads(body)["entries"] == 2
+    finally:
+        handle.close()
+    assert answer(assistant, "Is there a cloakroom?", 2).reply == "Yes, by the entrance."
 
 
 # -- a Unix socket ---------------------------------------------------------------------------------------------------
