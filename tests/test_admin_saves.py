@@ -152,3 +152,23 @@ def test_a_failed_save_leaves_the_backup_as_it_was(venue: Path) -> None:
     refused = web.put("/api/knowledge", content=b"Where is it? There.\n")
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "config_invalid"
     assert venue.read_text() == "Where is it? Here.\n" and backup_path(venue).read_text() == OLD_FACTS
+
+
+def test_a_previous_file_that_cannot_be_put_back_is_said_loudly(venue: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgevoice.admin import knowledge_file
+
+    written = knowledge_file.write_atomically
+
+    def disk_full_on_the_way_back(path: Path, data: bytes) -> None:
+        if path == venue and data == OLD_FACTS.encode():
+            raise OSError(28, "No space left on device")
+        written(path, data)
+
+    monkeypatch.setattr(knowledge_file, "write_atomically", disk_full_on_the_way_back)
+    appliance = FakeAppliance(venue, reload_error=ConfigError("kiosk.knowledge_file: line 1: cannot load it"))
+    refused = client(appliance).put("/api/knowledge", content=b"Where is it? There.\n")
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "knowledge_not_restored"
+    assert "No space left on device" in error["message"] and "venue.md.bak the previous one" in error["message"]
+    assert backup_path(venue).read_text() == OLD_FACTS  # the previous version is kept where the message says
