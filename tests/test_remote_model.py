@@ -211,6 +211,24 @@ def test_the_remote_wins_when_its_first_clause_beats_the_local_models() -> None:
         model.close()
 
 
+def test_a_remote_reply_shorter_than_its_first_clause_ends_the_reply() -> None:
+    """The end was taken while waiting for the first clause: the reply must not wait for another."""
+    model = HedgedModel(ScriptedModel(["Yes."]), local_model(), hedge_s=WAIT_S)
+    done = threading.Event()
+    text: list[str] = []
+
+    def read() -> None:
+        text.append(reply(model))
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert done.wait(WAIT_S), "the reply never ended"
+    finally:
+        model.close()
+    assert text == ["Yes."] and model.answered_by == Answered("remote")
+
+
 def test_a_remote_failing_after_its_first_clause_ends_the_reply_there() -> None:
     model = HedgedModel(FailingModel("llm_remote_stalled", after=["Yes, ", "the cafe "]), local_model(), hedge_s=60)
     try:

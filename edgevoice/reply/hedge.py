@@ -55,6 +55,7 @@ class RemoteStream:
         self._model, self._messages, self._max_tokens = model, list(messages), max_tokens
         self._queue: queue.Queue[_Piece | _End] = queue.Queue()
         self._cancelled = threading.Event()
+        self._end: _End | None = None  # the end, once taken: every later get returns it at once
         self._thread = threading.Thread(target=self._read, name="remote-llm", daemon=True)
         self._thread.start()
 
@@ -78,13 +79,20 @@ class RemoteStream:
                 close()
 
     def get(self, timeout: float | None) -> _Piece | _End | None:
-        """The next piece or the end; None when ``timeout`` seconds pass first (0: only what is already there)."""
+        """The next piece or the end (again, once taken: a reply shorter than its first clause has ended before it is
+        spoken); None when ``timeout`` seconds pass first (0: only what is already there)."""
+        if self._end is not None:
+            return self._end
         try:
             if timeout is not None and timeout <= 0:
-                return self._queue.get_nowait()
-            return self._queue.get(timeout=timeout)
+                item = self._queue.get_nowait()
+            else:
+                item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
+        if isinstance(item, _End):
+            self._end = item
+        return item
 
     def cancel(self) -> None:
         if not self._cancelled.is_set():
