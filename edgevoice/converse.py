@@ -46,6 +46,8 @@ class Assistant:
             self.prefix,
             max_tokens=config.llm.max_tokens,
             max_sentences=config.kiosk.max_sentences,
+            max_clauses=config.kiosk.max_clauses,
+            max_reply_s=config.kiosk.max_reply_s,
             clock=self.clock,
             count_tokens=count,
             asr_prompt=self.kiosk.asr_prompt(config.asr.initial_prompt),

@@ -88,6 +88,7 @@ def conversation_responder(config: Config, kiosk: Kiosk, grounded: GroundedModel
     responder = Responder(
         _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
         max_sentences=config.kiosk.max_sentences, clock=clock, unsure_below=config.asr.unsure_below,
+        max_clauses=config.kiosk.max_clauses, max_reply_s=config.kiosk.max_reply_s,
     )  # fmt: skip
     return responder, clock
 

@@ -179,6 +179,13 @@ class KioskConfig:
     """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
     ``knowledge``."""
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
+    max_clauses: int = field(default=8, metadata=_rng(1, 40))
+    """The most clauses of one reply, whatever ends them (a comma, a dash, a full stop, or 20 words without a mark):
+    a model that never ends a sentence is stopped here (``max_sentences`` counts only sentences). With ``[llm]
+    max_tokens`` (at most 8 characters a token) and ``max_reply_s``, the bounds every reply is held to
+    (docs/live-loop.md)."""
+    max_reply_s: float = field(default=20.0, metadata=_rng(1.0, 300.0))
+    """The longest a reply is read from the language model (local or remote); it ends there, with what was said."""
     conversation_timeout_s: float = field(default=60.0, metadata=_rng(0.0, 86400.0))
     """After this many seconds without a turn the conversation is forgotten and the next question starts a new
     one: a new visitor's "And on Sundays?" is not read against the last visitor's question, and the model never

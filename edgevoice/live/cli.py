@@ -63,6 +63,7 @@ def turn_record(
         "reply": trace.reply,
         "verdict": trace.verdict,
         "cancelled": trace.cancelled,
+        "cut": trace.cut,
         "speculative_transcript": trace.speculative_transcript,
         "speculation_valid": turn.speculation_valid,
         "speculative_reply": trace.speculative_reply,
@@ -192,6 +193,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 voice,
                 known_replies(assistant.kiosk),
                 max_sentences=config.kiosk.max_sentences,
+                bounds=assistant.responder.bounds,
                 disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
                 idle=lambda: live is not None and live.loop.idle(),
             )

@@ -28,6 +28,7 @@ from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_BUT
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.audio_cache import CachedSynthesizer, spoken_pieces
+from edgevoice.reply.bounds import ReplyBounds
 
 if TYPE_CHECKING:
     from edgevoice.kiosk.grounding import Kiosk
@@ -128,15 +129,18 @@ class Presynthesis:
         replies: Iterable[str],
         *,
         max_sentences: int,
+        bounds: ReplyBounds | None = None,
         disk: DiskAudio | None = None,
         idle: Callable[[], bool] | None = None,
         nice: int = PRESYNTHESIS_NICE,
     ) -> None:
-        """``idle``: synthesize only while it is true (the appliance has no turn in progress)."""
+        """``idle``: synthesize only while it is true (the appliance has no turn in progress). ``bounds``: the
+        responder's (:attr:`~edgevoice.reply.responder.Responder.bounds`); an answer longer than they allow is made
+        only as far as it would be spoken."""
         self.synthesizer, self.disk, self.idle, self.nice = synthesizer, disk, idle, nice
         pieces: dict[str, None] = {}
         for reply in replies:
-            pieces.update(dict.fromkeys(spoken_pieces(reply, max_sentences=max_sentences)))
+            pieces.update(dict.fromkeys(spoken_pieces(reply, max_sentences=max_sentences, bounds=bounds)))
         self.pieces = list(pieces)
         """Every distinct text the voice will be asked for, in the order given (the most needed first)."""
         self.from_disk = 0
