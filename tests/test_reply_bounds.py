@@ -218,3 +218,25 @@ def test_the_bounds_come_from_the_configuration() -> None:
     assert responder.bounds.max_chars == 320
     default = config_from_dict({})
     assert ReplyBounds() == ReplyBounds(default.llm.max_tokens, default.kiosk.max_clauses, default.kiosk.max_reply_s)
+
+
+def test_the_local_model_stopped_at_max_tokens_says_so_and_its_reply_ends_cleanly(store) -> None:  # type: ignore[no-untyped-def]
+    from edgevoice.config import Config
+    from edgevoice.engines.factory import resolve
+    from edgevoice.engines.llamacpp import LlamaCppModel
+
+    llm = LlamaCppModel(resolve(store, "llm", Config().models.llm), n_ctx=2048, threads=2)
+    clock = ManualClock()
+    prompt = [ChatMessage("system", "You are a museum guide who answers at great length.")]
+    responder = Responder(
+        FakeRecognizer("", clock, seconds=0.0), llm, FakeSynth(clock), prompt, max_tokens=10, max_sentences=5,  # type: ignore[arg-type]
+        clock=clock,
+    )  # fmt: skip
+    trace = ReplyTrace(1, committed=0.0)
+    try:
+        question = Transcript("Tell me the whole history of the museum, every detail, from the very beginning.")
+        responder.respond_to(question, trace, threading.Event(), Position().emit)
+    finally:
+        llm.close()
+    assert llm.last_cut is Cut.TOKENS and trace.cut == "tokens"
+    assert trace.reply and trace.reply[-1] in ".!?" and len(trace.reply) <= 10 * 8

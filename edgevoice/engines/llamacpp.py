@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
-from edgevoice.events import ChatMessage
+from edgevoice.events import ChatMessage, Cut
 from edgevoice.models.formats import check_gguf
 from edgevoice.native_output import quiet_stderr
 from edgevoice.priority import in_background, should_yield
@@ -96,6 +96,8 @@ class LlamaCppModel:
         self._text_turn: TextEndOfTurn | None = None
         self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
         self._interrupted = threading.Event()
+        self.last_cut: Cut | None = None
+        """:attr:`~edgevoice.events.Cut.TOKENS` when the last reply stopped at its ``max_tokens``, else None."""
 
     def end_of_turn_model(self) -> TextEndOfTurn:
         """The model's judge of whether a transcript ends a sentence (:mod:`edgevoice.engines.text_turn`), in a
@@ -175,6 +177,7 @@ class LlamaCppModel:
                 f"prompt of {len(prompt)} tokens plus {max_tokens} reply tokens exceeds n_ctx={self.n_ctx}",
                 code="llm_context_full",
             )
+        self.last_cut = None
         stream: Any = None
         try:
             stream = self._llm.create_completion(
@@ -190,9 +193,11 @@ class LlamaCppModel:
                     raise LanguageModelError(
                         "generation interrupted: the model is shutting down", code="llm_interrupted"
                     )
-                text = chunk["choices"][0]["text"]
-                if text:
-                    yield text
+                choice = chunk["choices"][0]
+                if choice.get("finish_reason") == "length":
+                    self.last_cut = Cut.TOKENS
+                if choice["text"]:
+                    yield choice["text"]
         except (GeneratorExit, LanguageModelError):
             raise
         except Exception as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.errors import LanguageModelError
-from edgevoice.events import Answered, ChatMessage
+from edgevoice.events import Answered, ChatMessage, Cut
 from edgevoice.interfaces import LanguageModel
 from edgevoice.reply.chunker import ClauseChunker
 
@@ -56,6 +56,9 @@ class RemoteStream:
         self._queue: queue.Queue[_Piece | _End] = queue.Queue()
         self._cancelled = threading.Event()
         self._end: _End | None = None  # the end, once taken: every later get returns it at once
+        self.cut: Cut | None = None
+        """The bound the remote's reply was cut at (its model's ``last_cut``, read on this stream's thread); set
+        before the end is queued."""
         self._thread = threading.Thread(target=self._read, name="remote-llm", daemon=True)
         self._thread.start()
 
@@ -66,6 +69,8 @@ class RemoteStream:
                 if self._cancelled.is_set():
                     return
                 self._queue.put(_Piece(text))
+            cut = getattr(self._model, "last_cut", None)
+            self.cut = cut if isinstance(cut, Cut) else None
             self._queue.put(_End())
         except LanguageModelError as exc:
             self._queue.put(_End(exc))
@@ -147,12 +152,15 @@ class HedgedModel:
         self.clock = clock or MonotonicClock()
         self.answered_by: Answered | None = None
         """Who answered the last reply (None until one of the models has)."""
+        self.last_cut: Cut | None = None
+        """The bound the answering model's reply stopped at, if it did (:attr:`RemoteStream.cut`, the local
+        model's ``last_cut``)."""
         self._streams: list[RemoteStream] = []
         self._interrupted = threading.Event()
         self._lock = threading.Lock()
 
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
-        self.answered_by = None
+        self.answered_by = self.last_cut = None
         with self._lock:  # an interrupt either comes before this check or finds the new stream to cancel
             if self._interrupted.is_set():
                 raise LanguageModelError("generation interrupted: the model is shutting down", code="llm_interrupted")
@@ -191,6 +199,8 @@ class HedgedModel:
             log.info("the local model answers (%s)", self.answered_by.remote_error)
             yield local_first.text
             yield from local
+            cut = getattr(self.local, "last_cut", None)
+            self.last_cut = cut if isinstance(cut, Cut) else None
         finally:
             _close(local)
 
@@ -226,6 +236,7 @@ class HedgedModel:
             if isinstance(item, _End) and item.error is not None and item.error.code != "llm_interrupted":
                 log.warning("the remote model failed after its first clause; the reply ends there: %s", item.error)
                 self.answered_by = Answered("remote", item.error.code)
+            self.last_cut = remote.cut
             return
 
     # -- the local model's cache, and the owner's calls ------------------------------------------------------------
