@@ -140,7 +140,7 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from edgevoice.config.check import check_config, effective_config
+    from edgevoice.config_check import check_config, effective_config
 
     config = find_config(args.config)
     printing = args.print_config

@@ -20,7 +20,7 @@ from edgevoice.interfaces import Engines, FloatAudio
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
-from edgevoice.live.memory import resettle
+from edgevoice.memory import resettle
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 log = logging.getLogger(__name__)

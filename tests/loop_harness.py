@@ -16,7 +16,7 @@ from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
-from edgevoice.live.memory import settle
+from edgevoice.memory import settle
 from edgevoice.reply.responder import ReplyTrace
 
 RATE = 16000

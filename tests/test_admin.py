@@ -17,12 +17,12 @@ from starlette.testclient import TestClient
 from edgevoice.admin.app import COOKIE, create_app
 from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.knowledge_file import backup_path
-from edgevoice.admin.listen import effective_admin_listen, parse_admin_listen, read_token
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import WORKER_THREADS, AdminServer
 from edgevoice.clock import ManualClock
-from edgevoice.config.check import check_admin
+from edgevoice.config.admin_listen import effective_admin_listen, parse_admin_listen, read_token
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_admin
 from edgevoice.errors import ConfigError
 from tests.admin_fakes import (
     HOSTS,

@@ -13,10 +13,10 @@ import pytest
 
 from edgevoice.admin.app import create_app
 from edgevoice.admin.hosts import ServedHosts
-from edgevoice.admin.listen import parse_authority, parse_host_entry
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import AdminServer
 from edgevoice.clock import ManualClock
+from edgevoice.config.admin_listen import parse_authority, parse_host_entry
 from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
 from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance, answer, fake_assistant

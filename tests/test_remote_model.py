@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from edgevoice.clock import ManualClock
-from edgevoice.config.check import check_config, effective_config
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_config, effective_config
 from edgevoice.engines.factory import hedged_model
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError

@@ -25,11 +25,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from edgevoice.bench.idle import rss_mb
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
 from edgevoice.reply.responder import ReplyTrace
+from edgevoice.selftest.cpu import rss_mb
 from edgevoice.selftest.utterances import KIOSK_VOICE, UTTERANCES
 from tests.loop_harness import running_loop
 from tests.waiting import poll

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgevoice.admin.api_errors import error_response
-from edgevoice.admin.listen import canonical_host, parse_admin_listen, parse_authority, parse_host_entry
-from edgevoice.live.metrics import is_loopback
+from edgevoice.config.admin_listen import canonical_host, parse_admin_listen, parse_authority, parse_host_entry
+from edgevoice.config.listen_address import is_loopback
 
 __all__ = ["LOOPBACK_NAMES", "HostGuard", "ServedHosts"]
 

@@ -18,6 +18,10 @@ from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig 
 
 log = logging.getLogger(__name__)
 
+MAX_KNOWLEDGE_BYTES = 2_000_000
+"""The largest knowledge text (UTF-8 bytes): about 20,000 short facts, more than
+:data:`edgevoice.kiosk.knowledge.MAX_ENTRIES` allows."""
+
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
 
 
@@ -243,7 +247,7 @@ class KioskConfig:
 
 def _check_listen(key: str, value: str) -> None:
     if value and value != "off":
-        from edgevoice.live.metrics import parse_listen
+        from edgevoice.config.listen_address import parse_listen
 
         try:
             parse_listen(value)
@@ -263,13 +267,13 @@ class MetricsConfig:
 
 def _check_admin_listen(key: str, value: str) -> None:
     if value and value != "off":
-        from edgevoice.admin.listen import parse_admin_listen
+        from edgevoice.config.admin_listen import parse_admin_listen
 
         parse_admin_listen(value, token=True)  # a LAN address without a token is refused by AdminConfig
 
 
 def _check_admin_hosts(key: str, value: tuple[str, ...]) -> None:
-    from edgevoice.admin.listen import check_hosts
+    from edgevoice.config.admin_listen import check_hosts
 
     check_hosts(key, value)
 
@@ -289,14 +293,14 @@ class AdminConfig:
 
     def __post_init__(self) -> None:
         if self.listen and self.listen != "off" and not self.token_file:
-            from edgevoice.admin.listen import parse_admin_listen
+            from edgevoice.config.admin_listen import parse_admin_listen
 
             parse_admin_listen(self.listen, token=False)
 
 
 def _check_key(key: str, value: str) -> None:
     if value:
-        from edgevoice.live.keys import key_code
+        from edgevoice.config.keys import key_code
 
         key_code(value)
 
@@ -379,8 +383,6 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
-        from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
-
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
             with path.open("rb") as f:

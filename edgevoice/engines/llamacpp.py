@@ -8,10 +8,11 @@ the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the v
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgevoice.engines.text_turn import TextEndOfTurn, shared_prefix
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
 from edgevoice.events import ChatMessage, Cut
 from edgevoice.models.formats import check_gguf
@@ -21,8 +22,6 @@ from edgevoice.priority import in_background, should_yield
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-    from edgevoice.engines.text_turn import TextEndOfTurn
-
 
 PREFILL_CHUNK = 64
 """Prompt tokens evaluated per llama_decode call in :meth:`LlamaCppModel.prefill`: between two chunks a prefill can
@@ -30,17 +29,6 @@ be interrupted (shutdown), so no prefill holds the model for long; smaller chunk
 BACKGROUND_PREFILL_CHUNK = 16
 """The same, for a prefill done ahead of time (:func:`edgevoice.priority.background`): it stops between two chunks
 once the critical path needs the cores, so a chunk is what it can hold them up."""
-
-
-def shared_prefix(cached: Iterable[int], tokens: Iterable[int]) -> int:
-    """How many tokens ``cached`` (what a llama.cpp context holds) and ``tokens`` share from their start: those need
-    no evaluation again."""
-    n = 0
-    for a, b in zip(cached, tokens, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
 
 
 class LlamaCppModel:
@@ -103,8 +91,6 @@ class LlamaCppModel:
         """The model's judge of whether a transcript ends a sentence (:mod:`edgevoice.engines.text_turn`), in a
         context of its own on these weights; made once."""
         if self._text_turn is None:
-            from edgevoice.engines.text_turn import TextEndOfTurn
-
             with quiet_stderr():
                 self._text_turn = TextEndOfTurn(self._llm, self._template, threads=self._threads)
         return self._text_turn

@@ -14,6 +14,7 @@ from types import FrameType
 from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
+from edgevoice.config.listen_address import effective_listen
 from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import AudioDeviceError
@@ -23,10 +24,10 @@ from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speakin
 from edgevoice.live.faults import arm as arm_faults
 from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
-from edgevoice.live.memory import settle
-from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen
+from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
+from edgevoice.memory import settle
 from edgevoice.models.recheck import BackgroundRecheck
 from edgevoice.reply.audio_cache import CachedSynthesizer
 from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies

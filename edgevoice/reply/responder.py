@@ -90,7 +90,7 @@ class ReplyTrace:
     "seconds", "tokens"); None when the model ended it (or the sentence limit, a barge-in)."""
     memory_trim_s: float | None = None
     """Seconds spent after the reply collecting its reference cycles and giving freed memory back to the system
-    (:mod:`edgevoice.live.memory`); None when it was not done (a turn was waiting)."""
+    (:mod:`edgevoice.memory`); None when it was not done (a turn was waiting)."""
 
     def settle_before(self, committed: float) -> None:
         """A reply begun before its turn was committed: marks that fell before the commit count as reached at the

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgevoice.bench.idle import settle
 from edgevoice.errors import SelftestError
 from edgevoice.interfaces import FloatAudio
 from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess, Record
+from edgevoice.selftest.cpu import settle
 from edgevoice.selftest.utterances import RATE, UTTERANCES, Utterance
 
 LEAD_S = 0.5

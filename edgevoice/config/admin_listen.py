@@ -9,8 +9,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from edgevoice.config.listen_address import effective_listen, is_loopback, split_listen
 from edgevoice.errors import ConfigError
-from edgevoice.live.metrics import effective_listen, is_loopback, split_listen
 
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
