@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.ring import SharedRing
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
@@ -18,8 +19,6 @@ from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.memory import settle
 from edgevoice.reply.responder import ReplyTrace
-
-RATE = 16000
 
 
 @contextmanager

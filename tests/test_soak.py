@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
@@ -36,7 +37,6 @@ from tests.waiting import poll
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
-RATE = 16000
 TURNS = int(os.environ.get("EDGEVOICE_SOAK_TURNS", "120"))
 WARM_UP = 20
 RSS_GROWTH_LIMIT_MB = 15.0

@@ -20,18 +20,18 @@ from typing import Any
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.config import Config
 from edgevoice.config.file import Overrides, write_config
 from edgevoice.selftest.cpu import Window, measure_all, settle
 
-RATE = 16000
 NOISE_DBFS = -50.0
 """Level of the room noise phase: a quiet room's hum, well under the VAD's speech threshold."""
 
 
 def room_noise(seconds: float, seed: int = 0) -> np.ndarray:
     """Low broadband noise at :data:`NOISE_DBFS`, darker than white (a short moving average), like a room's hum."""
-    white = np.random.default_rng(seed).standard_normal(int(seconds * RATE))
+    white = np.random.default_rng(seed).standard_normal(int(seconds * SAMPLE_RATE))
     dark = np.convolve(white, np.ones(8) / 8, mode="same")
     rms = float(np.sqrt(np.mean(dark**2))) or 1.0
     return (dark * (10 ** (NOISE_DBFS / 20) / rms)).astype(np.float32)
@@ -91,7 +91,7 @@ def run_idle(
             progress(f"idle: round {r + 1}/{rounds}, silence")
             for i, phase in enumerate(measure_all([app.proc.pid for app in apps], seconds)):
                 windows[i].append({"silence": phase})
-            players = [pulse.play(room_noise(seconds + 4), "mic", rate=RATE) for pulse in rooms]
+            players = [pulse.play(room_noise(seconds + 4), "mic", rate=SAMPLE_RATE) for pulse in rooms]
             time.sleep(2)
             progress(f"idle: round {r + 1}/{rounds}, room noise")
             for i, phase in enumerate(measure_all([app.proc.pid for app in apps], seconds)):
