@@ -8,13 +8,12 @@ is on disk and what the kiosk answers from agree after every save, whichever of 
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgevoice.atomic_write import atomic_write
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
 
@@ -63,18 +62,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one rename (a reader sees the old file or the new, never a part), its
     mode kept."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, data, mode=mode, fsync=True)
 
 
 def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: Callable[[], float]) -> Saved:

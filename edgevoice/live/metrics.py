@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from edgevoice.atomic_write import atomic_write
 from edgevoice.config.listen_address import parse_listen
 from edgevoice.errors import ConfigError
 from edgevoice.events import Answered
@@ -157,17 +158,13 @@ class MetricsExporter:
         """After a turn: rewrite the textfile (if configured)."""
         if self.textfile is None:
             return
-        tmp = self.textfile.with_name(f".{self.textfile.name}.tmp")
         if not _ours(self.textfile):
             log.warning("metrics: %s no longer holds edgevoice's metrics; it is left alone", self.textfile)
             return
-        try:
-            tmp.write_bytes(self.metrics.exposition())
-            tmp.replace(self.textfile)
+        try:  # readable by node_exporter, which may run as another user
+            atomic_write(self.textfile, self.metrics.exposition(), mode=0o644)
         except OSError as exc:  # disk full, read-only: the kiosk goes on answering
             log.warning("metrics: cannot write %s: %s", self.textfile, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
     def close(self) -> None:
         server, self._server = self._server, None

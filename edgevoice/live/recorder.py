@@ -18,13 +18,13 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import soundfile
 
+from edgevoice.atomic_write import replacing
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import ConfigError
 from edgevoice.interfaces import FloatAudio
@@ -116,16 +116,8 @@ class TurnRecorder:
         return wav
 
     def _write(self, target: Path, write: object) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=self.directory)
-        os.close(fd)
-        try:
-            os.chmod(tmp, 0o600)
-            write(tmp)  # type: ignore[operator]
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with replacing(target, mode=0o600) as tmp:
+            write(str(tmp))  # type: ignore[operator]
 
     def _prune(self, keep: int) -> None:
         sequences = self._sequences()

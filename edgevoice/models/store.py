@@ -22,12 +22,12 @@ import logging
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgevoice.atomic_write import replacing
 from edgevoice.errors import ModelChecksumError, ModelError, ModelInstallError, ModelMissingError
 from edgevoice.models.distributions import Archives, fetch_distribution, report, sha256_file
 from edgevoice.models.formats import check_format
@@ -321,11 +321,12 @@ class ModelStore:
             state.mkdir(exist_ok=True)
             stamps = self._read_stamps()
             change(stamps)
-            fd, tmp = tempfile.mkstemp(prefix=".verified-", dir=state)
-            os.fchmod(fd, 0o644)  # a service reading models installed by root must see the stamps
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            # mode 0o644: a service reading models installed by root must see the stamps
+            with (
+                replacing(state / _STAMPS, mode=0o644, prefix=".verified-") as tmp,
+                tmp.open("w", encoding="utf-8") as fh,
+            ):
                 json.dump({"schema": 1, "files": stamps}, fh, indent=1, sort_keys=True)
-            os.replace(tmp, state / _STAMPS)
         except OSError as exc:  # a read-only models dir: verification still worked, it is just not remembered
             log.debug("cannot record a verification stamp in %s: %s", state, exc)
 

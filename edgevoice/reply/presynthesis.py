@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgevoice import paths
+from edgevoice.atomic_write import replacing
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_BUT
 from edgevoice.priority import lower_this_thread
@@ -93,14 +92,11 @@ class DiskAudio:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".npz.tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    np.savez(fh, *chunks)
-                os.replace(tmp, self.directory / self.name(text))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with (
+                replacing(self.directory / self.name(text), prefix=".", suffix=".npz.tmp") as tmp,
+                tmp.open("wb") as fh,
+            ):
+                np.savez(fh, *chunks)
         except OSError as exc:
             self.writable = False
             log.warning("cannot keep presynthesized audio in %s (%s): memory only", self.directory, exc)
