@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write", "replacing"]
+__all__ = ["atomic_write", "fsync_path", "replacing"]
 
 
 @contextlib.contextmanager
@@ -37,7 +37,7 @@ def replacing(
             os.close(fd)
         yield tmp
         if fsync:
-            _fsync(tmp)
+            fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -64,7 +64,8 @@ def atomic_write(
             check(tmp)
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file's content, or a directory's entries (a rename in it), to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgevoice.atomic_write import replacing
+from edgevoice.atomic_write import fsync_path, replacing
 from edgevoice.errors import ModelChecksumError, ModelError, ModelInstallError, ModelMissingError
 from edgevoice.models.distributions import Archives, fetch_distribution, report, sha256_file
 from edgevoice.models.formats import check_format
@@ -248,9 +248,9 @@ class ModelStore:
                 )
             check_format(part, out.format)
             target = self.models_dir / out.file
-            _fsync(part)
+            fsync_path(part)
             os.replace(part, target)
-            _fsync(self.models_dir)
+            fsync_path(self.models_dir)
             self._write_stamp(out.file, target.stat(), actual)
             report(progress, f"{spec.name}: installed {target}")
         except OSError as exc:
@@ -379,11 +379,3 @@ def _place(source: Path, target: Path) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise ModelInstallError(f"cannot write {target}: {exc}") from exc
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
