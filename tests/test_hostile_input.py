@@ -5,6 +5,9 @@ Case → behaviour (docs/bad-input.md lists them with these test names):
 - a file far longer than a question → only its first ``max_seconds`` decoded, in blocks, with a warning;
 - a 1 MB knowledge line, and lines built to make regexes backtrack → refused at once / parsed in linear time;
 - a Markdown table in the knowledge → one fact per row; a row without its header → refused;
+- a system file (``/etc/passwd``), a copy of one, one giant entry, binary bytes, a directory or a FIFO as the
+  knowledge → refused by ``config``, ``run``, ``converse`` and the admin page, a code naming what is wrong; facts
+  without a single question or topic → a warning (issue 31);
 - a question answered twice, differently → a warning (logged, and printed by ``edgevoice config``);
 - ``[metrics] listen = "unix:<a file>"`` → refused, the file kept; ``textfile`` naming a file not ours → refused;
 - a host name that only begins like ``localhost`` → refused (names must resolve to loopback addresses only);
@@ -20,10 +23,13 @@ Case → behaviour (docs/bad-input.md lists them with these test names):
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import socket
 import tempfile
+import threading
 import time
 import tracemalloc
 import types
@@ -34,19 +40,26 @@ import numpy as np
 import pytest
 import soundfile
 import soxr
+from starlette.testclient import TestClient
 
 from edgevoice import cli
+from edgevoice.admin.app import create_app
+from edgevoice.admin.knowledge_file import save_and_reload
+from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.audio.files import check_output_path, read_audio
 from edgevoice.config import Config
+from edgevoice.config.knowledge_path import check_knowledge_path, open_knowledge_file
 from edgevoice.config.listen_address import parse_listen
 from edgevoice.config.load import config_from_dict, load_config
 from edgevoice.errors import AudioInputError, ConfigError, EdgeVoiceError, ModelFormatError
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import MAX_LINE_CHARS, parse_knowledge
+from edgevoice.kiosk.knowledge_guard import MAX_ENTRY_CHARS
 from edgevoice.live import metrics as metrics_module
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder, check_record_dir
 from edgevoice.models.formats import check_gguf, check_onnx, check_safetensors
+from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance
 from tests.conftest import config_with_knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,11 +124,13 @@ def test_megabyte_knowledge_line_is_refused_at_once() -> None:
 
 
 def parse_seconds(text: str) -> float:
-    """The best of three parses of ``text`` (the least disturbed by the machine's other work)."""
+    """The best of three parses of ``text`` (the least disturbed by the machine's other work); a text refused once
+    parsed (one giant entry, not written for people) is timed all the same."""
     times = []
     for _ in range(3):
         started = time.perf_counter()
-        parse_knowledge(text)
+        with contextlib.suppress(ConfigError):
+            parse_knowledge(text)
         times.append(time.perf_counter() - started)
     return min(times)
 
@@ -185,6 +200,134 @@ def test_conflicting_duplicate_questions_are_warned_about(caplog: pytest.LogCapt
         parse_knowledge(text)
     assert "answered 2 ways" in caplog.text
     assert parse_knowledge("Is it open? Yes.\nIs it open? Yes.\n", warnings=(same := [])) and same == []
+
+
+# --- knowledge that is no knowledge (issue 31) ---------------------------------------------------------------------
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\nbin:x:2:2:bin:/bin:"
+    "/usr/sbin/nologin\nsys:x:3:3:sys:/dev:/usr/sbin/nologin\nsync:x:4:65534:sync:/bin:/bin/sync\n"
+    "www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+
+
+def config_check_json(config_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    """``edgevoice config --check --json`` on ``config_path``: its exit status must be 2, its one JSON object."""
+    assert cli.main(["config", "--check", "--json", "--no-devices", "--config", str(config_path)]) == 2
+    report: dict[str, object] = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    return report
+
+
+def knowledge_errors(report: dict[str, object]) -> list[dict[str, str]]:
+    return [e for e in report["errors"] if "knowledge" in e["message"]]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("system_file", ["/etc/passwd", "/etc/shadow", "/proc/self/environ", "/dev/zero"])
+def test_a_system_file_is_refused_as_knowledge(
+    system_file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_path = config_with_knowledge(tmp_path, None)
+    config_path.write_text(config_path.read_text().replace(str(tmp_path / "venue.md"), system_file))
+    [error] = knowledge_errors(config_check_json(config_path, capsys))
+    assert error["code"] == "knowledge_system_file"
+    assert f"kiosk.knowledge_file = '{system_file}'" in error["message"] and "a system directory" in error["message"]
+    config = load_config(config_path)
+    with pytest.raises(ConfigError, match="a system directory") as raised:  # what `run` and `converse` build
+        Kiosk.from_config(config)
+    assert raised.value.code == "knowledge_system_file"
+
+
+def test_a_link_to_a_system_file_is_refused_but_the_service_directory_is_allowed(tmp_path: Path) -> None:
+    link = tmp_path / "venue.md"
+    link.symlink_to("/etc/passwd")
+    with pytest.raises(ConfigError, match=r"it leads to /etc/passwd, under /etc, a system directory"):
+        check_knowledge_path(link)
+    check_knowledge_path(Path("/etc/edgevoice/venue.md"))  # the service's own configuration directory
+    check_knowledge_path(Path("/etc/edgevoice/venues/museum.md"))
+    with pytest.raises(ConfigError, match="under /etc, a system directory"):
+        check_knowledge_path(Path("/etc/edgevoice-not/venue.md"))
+
+
+def test_a_copy_of_passwd_is_refused_as_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [error] = knowledge_errors(config_check_json(config_with_knowledge(tmp_path, PASSWD.encode()), capsys))
+    assert error["code"] == "knowledge_not_text"
+    assert f"kiosk.knowledge_file = '{tmp_path / 'venue.md'}'" in error["message"]
+    assert "is it the right file?" in error["message"]
+    real = Path("/etc/passwd").read_text()  # this machine's, copied where no path rule applies
+    with pytest.raises(ConfigError, match="pieces are words or numbers") as raised:
+        parse_knowledge(real, source="copy of /etc/passwd")
+    assert raised.value.code == "knowledge_not_text"
+
+
+def test_one_giant_entry_is_refused_naming_its_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prose = "The museum holds paintings, drawings and prints from five centuries of the city's history.\n"
+    text = "Where is the cafe? On the roof.\n\n" + prose * 40  # lines 3-42: no blank line, one paragraph
+    [error] = knowledge_errors(config_check_json(config_with_knowledge(tmp_path, text.encode()), capsys))
+    assert error["code"] == "knowledge_entry_too_long"
+    assert "lines 3-42 are one paragraph" in error["message"] and f"at most {MAX_ENTRY_CHARS:,}" in error["message"]
+    with pytest.raises(ConfigError, match=r"entry 1 .* characters; at most") as raised:  # a TOML answer and question
+        parse_knowledge(f'[[qa]]\nquestion = "{prose.strip() * 12}"\nanswer = "{prose.strip() * 12}"\n')
+    assert raised.value.code == "knowledge_entry_too_long"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"Where is the cafe? On the roof.\n\x7fELF\x02\x01\x01\x00\x00\x00\n",
+        b"Is it open? Yes.\n" + bytes(range(1, 9)) * 8,
+    ],
+    ids=["nul-bytes", "control-bytes"],
+)
+def test_binary_content_is_refused(content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [error] = knowledge_errors(config_check_json(config_with_knowledge(tmp_path, content), capsys))
+    assert error["code"] == "knowledge_binary"
+    assert f"kiosk.knowledge_file = '{tmp_path / 'venue.md'}': line 2 holds the control character" in error["message"]
+    assert "binary content" in error["message"]
+
+
+def test_a_directory_or_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory, not a regular file") as raised:
+        open_knowledge_file(tmp_path)
+    assert raised.value.code == "knowledge_not_a_file"
+    fifo = tmp_path / "venue.md"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            open_knowledge_file(fifo).close()
+        except ConfigError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # blocked in open() waiting for a writer: let it go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+        pytest.fail("opening a FIFO as the knowledge waited for a writer")
+    assert "is a FIFO" in str(outcome[0])
+
+
+def test_plain_text_without_a_question_or_topic_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    text = b"The museum opens at ten.\n\nTickets cost fourteen euros.\n\nThe cafe is on the roof.\n"
+    assert cli.main(["config", "--no-devices", "--config", str(config_with_knowledge(tmp_path, text))]) == 0
+    err = capsys.readouterr().err
+    assert "none of its 3 entries has a question or a topic" in err and "venue.md" in err
+
+
+def test_the_admin_save_refuses_what_is_no_knowledge(tmp_path: Path) -> None:
+    venue = tmp_path / "venue.md"
+    venue.write_text(OLD_FACTS)
+    appliance = FakeAppliance(venue)
+    web = TestClient(create_app(appliance, SelftestRunner(lambda folder: ["true"])))
+    for body, expected in [(PASSWD, "pieces are words or numbers"), ("Open? Yes.\n\x00\x00\n", "binary content")]:
+        result = web.put("/api/knowledge", content=body.encode())
+        assert result.status_code == 422 and expected in result.json()["error"] and str(venue) in result.json()["error"]
+    assert venue.read_text() == OLD_FACTS and appliance.reloads == 0
+    with pytest.raises(ConfigError, match="a system directory"):  # whatever the config names, never written over
+        save_and_reload(Path("/etc/passwd"), NEW_FACTS, lambda: None, time.perf_counter)
 
 
 # --- paths and files -----------------------------------------------------------------------------------------------

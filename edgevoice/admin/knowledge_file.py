@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgevoice.atomic_write import atomic_write
+from edgevoice.config.knowledge_path import check_knowledge_path
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
 
@@ -73,6 +74,7 @@ def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: 
     back (and the previous file stays the kiosk's). Errors are :class:`ConfigError` naming the file and, for a text
     that does not parse, the line."""
     source = f"kiosk.knowledge_file = {str(path)!r}"
+    check_knowledge_path(path)  # never write over a system file, whatever the config names
     text = text.replace("\r\n", "\n")
     count, warnings = check_text(text, source)
     with SAVING:

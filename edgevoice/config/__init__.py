@@ -383,9 +383,11 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
+        from edgevoice.config.knowledge_path import open_knowledge_file
+
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
-            with path.open("rb") as f:
+            with open_knowledge_file(path) as f:  # a regular file outside the system's directories
                 data = f.read(MAX_KNOWLEDGE_BYTES + 1)  # a larger file is refused without reading it whole
         except OSError as exc:
             raise ConfigError(f"kiosk.knowledge_file = {str(path)!r}: cannot read it ({exc.strerror})") from exc

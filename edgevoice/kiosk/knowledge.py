@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from edgevoice import data
 from edgevoice.config import MAX_KNOWLEDGE_BYTES
 from edgevoice.errors import ConfigError
+from edgevoice.kiosk.knowledge_guard import MAX_ENTRY_CHARS, check_characters, check_facts
 
 __all__ = [
     "MAX_ENTRIES",
@@ -108,15 +109,17 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
                 f"knowledge: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed (keep the facts visitors ask "
                 "about, or split the venue)"
             )
+        check_characters(text)
         entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
         if len(entries) > MAX_ENTRIES:
             raise ConfigError(
                 f"knowledge: {len(entries):,} entries; at most {MAX_ENTRIES:,} are allowed (keep the facts visitors "
                 "ask about, or split the venue)"
             )
+        unlike = check_facts([(e.question, e.answer) for e in entries])
     except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}") from None
-    duplicates = duplicate_questions(entries)
+        raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}", code=exc.code) from None
+    duplicates = unlike + duplicate_questions(entries)
     if not entries:
         duplicates = [
             'knowledge: no facts in it: every question will be answered "I don\'t know" (write one '
@@ -203,11 +206,21 @@ def _parse_markdown(text: str) -> list[Entry]:
     entries: list[Entry] = []
     topic = ""
     paragraph: list[str] = []
+    paragraph_from = [0]  # the line the paragraph starts on
     question: str | None = None
 
     def flush() -> None:
         if paragraph:
-            entries.append(_entry(topic, " ".join(paragraph)))
+            joined = " ".join(paragraph)
+            if len(joined) > MAX_ENTRY_CHARS:  # lines without a blank line, heading or bullet between: one entry
+                first = paragraph_from[0]
+                raise ConfigError(
+                    f"knowledge: lines {first}-{first + len(paragraph) - 1} are one paragraph, one entry of "
+                    f"{len(joined):,} characters; at most {MAX_ENTRY_CHARS:,} are allowed (a fact is a sentence or "
+                    "two: write one 'Question? Answer.' per line, or a blank line between facts)",
+                    code="knowledge_entry_too_long",
+                )
+            entries.append(_entry(topic, joined))
             paragraph.clear()
 
     in_code = False
@@ -261,6 +274,8 @@ def _parse_markdown(text: str) -> list[Entry]:
             flush()
             entries.append(_entry(topic, line))
             continue
+        if not paragraph:
+            paragraph_from[0] = number
         paragraph.append(line)
     flush()
     return [e for e in entries if e.answer]
