@@ -45,9 +45,12 @@ def _cmd_converse(args: argparse.Namespace) -> int:
     engines, load_times = load_engines(config)
     try:
         assistant = Assistant(config, engines)
-        assistant.warm_up()
-        ready = time.perf_counter() - t
-        result = assistant.converse(audio)
+        try:
+            assistant.warm_up()
+            ready = time.perf_counter() - t
+            result = assistant.converse(audio)
+        finally:
+            assistant.close()  # a large knowledge's background embedding: kept in the cache for the next call
     finally:
         engines.close()
     if args.out and not result.no_speech:

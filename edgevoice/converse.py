@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,12 +31,23 @@ log = logging.getLogger(__name__)
 class Assistant:
     """One kiosk assistant on recorded speech: the engines, the cached prompt prefix and a conversation history."""
 
-    def __init__(self, config: Config, engines: Engines, *, clock: Clock | None = None, live: bool = False) -> None:
-        """``live``: the replies are played as they are made (synthesis then runs beside the language model)."""
+    def __init__(
+        self,
+        config: Config,
+        engines: Engines,
+        *,
+        clock: Clock | None = None,
+        live: bool = False,
+        idle: Callable[[], bool] | None = None,
+    ) -> None:
+        """``live``: the replies are played as they are made (synthesis then runs beside the language model).
+        ``idle``: when a large knowledge may be embedded in the background (no turn in progress; None: at once);
+        :meth:`close` stops it."""
         self.config = config
         self.engines = engines
         self.clock = clock or MonotonicClock()
-        self.kiosk = build_kiosk(config)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
+        self._idle = idle
+        self.kiosk = build_kiosk(config, idle=idle)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
         self.prefix = self.kiosk.prefix
         count = getattr(engines.llm, "count_tokens", None)
         self.responder = Responder(
@@ -66,9 +78,9 @@ class Assistant:
         sentence encoder and phonemizer already loaded are reused, and entries already embedded come from the
         embedding cache. Invalid knowledge raises :class:`~edgevoice.errors.ConfigError` (naming the file and line)
         and the kiosk stays as it was; so it does when no reply ended within ``timeout`` seconds (an error coded
-        ``kiosk_busy``)."""
+        ``kiosk_busy``). The previous kiosk's background embedding, if any, is stopped (what it embedded is kept)."""
         old = self.kiosk
-        kiosk = Kiosk.from_config(self.config, embedder=old.embedder, phonemize=old.phonemize)
+        kiosk = Kiosk.from_config(self.config, embedder=old.embedder, phonemize=old.phonemize, idle=self._idle)
 
         def swap() -> None:
             self.kiosk, self.prefix = kiosk, kiosk.prefix
@@ -78,12 +90,18 @@ class Assistant:
             self.responder.asr_prompt = kiosk.asr_prompt(self.config.asr.initial_prompt)
 
         if not self.responder.between_replies(swap, timeout):
+            kiosk.close()
             raise EdgeVoiceError(
                 f"no reply ended within {timeout:.0f} s; the knowledge was not reloaded", code="kiosk_busy"
             )
+        old.close()
         log.info("knowledge reloaded: %d entries", len(kiosk.entries))
         resettle()  # the old kiosk was frozen with the start-up objects: unfrozen, it can go
         return kiosk
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the kiosk's background embedding, if any, and join it (:meth:`Kiosk.close`)."""
+        self.kiosk.close(timeout)
 
     def warm_up(self) -> None:
         """Evaluate the cached prompt prefix and run each engine once, so the first visitor waits for nothing."""

@@ -1,21 +1,26 @@
 """The knowledge's embeddings kept on disk (edgevoice/kiosk/embedding_cache.py): reused for unchanged text, embedded
-again for changed text or another encoder, rebuilt from a broken file, written whole by concurrent writers."""
+again for changed text or another encoder, rebuilt from a broken file, written whole by concurrent writers, kept as
+a background embedding goes and resumed after it was stopped."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import multiprocessing
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edgevoice.bench.knowledge_size import synthetic_knowledge
 from edgevoice.data import sample_persona
-from edgevoice.kiosk import embedding_cache
+from edgevoice.kiosk import background_embedding, embedding_cache
 from edgevoice.kiosk.embedding_cache import EmbeddingCache
 from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.kiosk.knowledge import parse_knowledge
+from edgevoice.kiosk.semantic import SemanticIndex
 
 
 class HashEmbedder:
@@ -187,3 +192,52 @@ def test_the_kiosk_reuses_its_entries_embeddings(tmp_path: Path) -> None:
     assert second.embedded and all("cafe" in t.lower() or "ground floor" in t for t in second.embedded)
     assert kiosk.semantic is not None and kiosk.semantic.questions.shape == (3, 8)
     np.testing.assert_array_equal(kiosk.semantic.questions[0], second.vector("Can I take photos?"))
+
+
+class GatedEmbedder(HashEmbedder):
+    """Says the appliance is busy (:attr:`idle` cleared) once the background embedding has made ``chunks`` calls."""
+
+    def __init__(self, chunks: int) -> None:
+        super().__init__()
+        self.chunks = chunks
+        self.background: list[str] = []
+        self.idle = threading.Event()
+        self.idle.set()
+        self.busy = threading.Event()
+        """Set with the call that made the appliance busy."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if threading.current_thread().name == "knowledge-embedding":
+            self.background.extend(texts)
+            if len(self.background) >= self.chunks * background_embedding.CHUNK:
+                self.idle.clear()
+                self.busy.set()
+        return super().embed(texts)
+
+
+def test_a_background_embedding_waits_for_idle_stops_on_close_and_a_restart_resumes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text, _ = synthetic_knowledge(200)
+    texts = set(SemanticIndex.texts(parse_knowledge(text)))
+    first = GatedEmbedder(chunks=2)
+    with caplog.at_level(logging.INFO, logger="edgevoice.kiosk.background_embedding"):
+        kiosk = Kiosk(
+            sample_persona(),
+            text,
+            embedder=first,
+            embedding_cache=tmp_path,
+            embed_now_texts=100,
+            idle=first.idle.is_set,
+        )
+        assert first.busy.wait(10)  # two chunks embedded, then a turn began: it waits, and is closed while waiting
+        assert kiosk.close(10) and kiosk.semantic is None
+    assert len(first.background) == 2 * background_embedding.CHUNK  # nothing embedded while busy
+    assert "it resumes from the embedding cache at the next start" in caplog.text
+    second = HashEmbedder()
+    restarted = Kiosk(sample_persona(), text, embedder=second, embedding_cache=tmp_path, embed_now_texts=len(texts))
+    assert restarted.semantic is not None  # embedded before ready: within the limit given
+    assert set(second.embedded) == texts - set(first.background)  # what the first start embedded was kept
+    np.testing.assert_array_equal(
+        restarted.semantic.questions[0], second.vector(SemanticIndex.texts(restarted.entries)[0])
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -221,11 +222,17 @@ def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbe
     return embedder
 
 
-def build_kiosk(config: Config, *, embedder: Embedder | None = None, store: ModelStore | None = None) -> Kiosk:
+def build_kiosk(
+    config: Config,
+    *,
+    embedder: Embedder | None = None,
+    store: ModelStore | None = None,
+    idle: Callable[[], bool] | None = None,
+) -> Kiosk:
     """The kiosk the config describes, with its models. With ``[kiosk] semantic`` (the default) the embedding model
     (``[models] embed``) is loaded unless ``embedder`` is given; a model that is not installed leaves the words alone
     to decide, with a warning. With ``[kiosk] mend_misheard`` as well, espeak-ng's phonemes mend misheard venue
-    words."""
+    words. ``idle``: when a large knowledge may be embedded in the background (:class:`Kiosk`)."""
     k = config.kiosk
     if not k.semantic:
         embedder = None
@@ -236,7 +243,7 @@ def build_kiosk(config: Config, *, embedder: Embedder | None = None, store: Mode
         except (ModelMissingError, ImportError) as exc:
             log.warning("semantic matching off (%s): questions are matched by their words only", exc)
     phonemize = load_phonemizer() if k.mend_misheard and embedder is not None else None
-    return Kiosk.from_config(config, embedder=embedder, phonemize=phonemize)
+    return Kiosk.from_config(config, embedder=embedder, phonemize=phonemize, idle=idle)
 
 
 def load_phonemizer() -> Phonemize | None:

@@ -6,8 +6,9 @@ encoder (``<dir>/<encoder hash>.npz``: the texts' keys and their vectors); a tex
 encoder's identity (its name and the checksum of its weights) and the text as embedded, so an edited entry, or the
 same entry under another encoder, is embedded again and an unchanged one never is.
 
-A first start on a large file embeds for minutes: what is embedded is written every :data:`CHECKPOINT_SECONDS`, so a
-start cut short (systemd's start timeout, a power cut) resumes where it stopped instead of starting again.
+A first start on a large file embeds for minutes (in the background: :mod:`edgevoice.kiosk.background_embedding`):
+what is embedded is written every :data:`CHECKPOINT_SECONDS` and when the embedding is stopped, so a start cut short
+(a restart, systemd's stop, a power cut) resumes where it stopped instead of starting again.
 
 The file is written whole to a temporary file beside it and renamed over it: a reader sees the old file or the new
 one, never a part, and two kiosks writing at once leave one complete file (the last). A file that cannot be read (cut
@@ -22,7 +23,7 @@ import logging
 import threading
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -31,7 +32,7 @@ import numpy.typing as npt
 
 from edgevoice.atomic_write import replacing
 
-__all__ = ["MAX_ROWS", "EmbeddingCache", "encoder_identity"]
+__all__ = ["MAX_ROWS", "EmbeddingCache", "EmbeddingStopped", "encoder_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ CHECKPOINT_SECONDS = 20.0
 
 KEY_BYTES = 32
 """A key is a SHA-256 digest, stored as a row of bytes (numpy's ``S`` strings would drop its trailing zero bytes)."""
+
+
+class EmbeddingStopped(Exception):
+    """The embedding was asked to stop (its ``go_on`` said so) before every text was embedded; what was embedded is
+    kept in the cache."""
 
 
 class _Embedder(Protocol):
@@ -77,10 +83,26 @@ class EmbeddingCache:
     def key(self, text: str) -> bytes:
         return hashlib.sha256(f"{self.encoder}\0{text}".encode()).digest()
 
-    def embed(self, embedder: _Embedder, texts: Sequence[str]) -> Floats:
+    def missing(self, texts: Sequence[str]) -> int:
+        """How many distinct ``texts`` the cache does not hold yet: what :meth:`embed` would embed."""
+        with self._lock:
+            stored_keys, _ = self._read()
+        return len({self.key(t) for t in texts} - set(stored_keys))
+
+    def embed(
+        self,
+        embedder: _Embedder,
+        texts: Sequence[str],
+        *,
+        go_on: Callable[[], bool] | None = None,
+        chunk: int | None = None,
+    ) -> Floats:
         """The embeddings of ``texts`` (one row each), from the cache where it has them, else from ``embedder`` (each
-        distinct text once, :data:`CHUNK` to a call); the file is rewritten when anything new was embedded, and
-        every :data:`CHECKPOINT_SECONDS` while embedding."""
+        distinct text once, ``chunk`` to a call, :data:`CHUNK` by default); the file is rewritten when anything new
+        was embedded, and every :data:`CHECKPOINT_SECONDS` while embedding. ``go_on`` is asked before each chunk:
+        False writes what is embedded and raises :class:`EmbeddingStopped` (it may also wait, for the appliance to
+        be idle, say)."""
+        chunk = chunk or CHUNK
         with self._lock:
             keys = [self.key(t) for t in texts]
             stored_keys, stored = self._read()
@@ -92,11 +114,15 @@ class EmbeddingCache:
                 log.info("embedding %d knowledge texts (kept in %s for the next start)", len(missing), self.path)
             parts: list[Floats] = []
             last_write = time.monotonic()
-            for start in range(0, len(missing), CHUNK):
-                part = missing[start : start + CHUNK]
+            for start in range(0, len(missing), chunk):
+                if go_on is not None and not go_on():
+                    if parts:
+                        self._write(missing[:start], np.concatenate(parts))
+                    raise EmbeddingStopped(f"stopped after {start} of {len(missing)} texts")
+                part = missing[start : start + chunk]
                 parts.append(np.asarray(embedder.embed([text_of[k] for k in part]), dtype=np.float32))
-                if start + CHUNK < len(missing) and time.monotonic() - last_write >= CHECKPOINT_SECONDS:
-                    self._write(missing[: start + len(part)], np.concatenate(parts), stored_keys, stored)
+                if start + chunk < len(missing) and time.monotonic() - last_write >= CHECKPOINT_SECONDS:
+                    self._write(missing[: start + len(part)], np.concatenate(parts))
                     last_write = time.monotonic()
             fresh = np.concatenate(parts) if parts else stored
             fresh_row = {k: i for i, k in enumerate(missing)}
@@ -104,7 +130,7 @@ class EmbeddingCache:
             for row, k in enumerate(keys):
                 out[row] = fresh[fresh_row[k]] if k in fresh_row else stored[row_of[k]]
             if missing:
-                self._write(keys, out, stored_keys, stored)
+                self._write(keys, out)
             return out
 
     def _read(self) -> tuple[list[bytes], Floats]:
@@ -139,8 +165,11 @@ class EmbeddingCache:
         raw = keys.tobytes()
         return [raw[i : i + KEY_BYTES] for i in range(0, len(raw), KEY_BYTES)], vectors
 
-    def _write(self, keys: list[bytes], vectors: Floats, old_keys: list[bytes], old: Floats) -> None:
-        """The current texts' vectors, then as many earlier ones as :data:`MAX_ROWS` allows, written atomically."""
+    def _write(self, keys: list[bytes], vectors: Floats) -> None:
+        """The current texts' vectors, then as many others as :data:`MAX_ROWS` allows, written atomically. The others
+        are the file's as it is now, not as it was when the embedding began: what another writer added meanwhile
+        (the small-talk examples, while the knowledge is embedded in the background) is kept."""
+        old_keys, old = self._read()
         first: dict[bytes, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)

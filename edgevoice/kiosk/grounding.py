@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING
 from edgevoice import data
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.answer_types import without_yes_no
+from edgevoice.kiosk.background_embedding import EMBED_NOW_TEXTS
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
 from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounded_model import GroundedModel
@@ -100,17 +102,21 @@ class Kiosk:
         small_talk_file: str = "",
         learned_read_out: bool = True,
         gate: str = "strict",
+        embed_now_texts: int = EMBED_NOW_TEXTS,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
-        """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each
-        question (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer,
-        spoken as the operator wrote it, without the language model. ``embedder``: a sentence encoder for semantic
-        matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``: text to
-        phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
-        consent). ``embedding_cache``: a directory where the entries' embeddings are kept between starts (None: they
-        are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the small-talk
-        phrases (empty: the packaged ones). ``learned_read_out``: with the encoder it was fitted for, the packaged
-        read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules left to
-        the model. ``gate``: "lenient" leaves near misses to the language model (``[kiosk] gate``)."""
+        """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each question
+        (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer, spoken as the
+        operator wrote it, without the language model. ``embedder``: a sentence encoder for semantic matching (None: the
+        words alone decide); the entries are embedded once, here or in the background (``embed_now_texts``).
+        ``phonemize``: text to phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs
+        the meaning's consent). ``embedding_cache``: a directory where the entries' embeddings are kept between starts
+        (None: they are embedded at every start; :mod:`edgevoice.kiosk.embedding_cache`). ``small_talk_file``: the
+        small-talk phrases (empty: the packaged ones). ``learned_read_out``: with the encoder it was fitted for, the
+        packaged read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules
+        left to the model. ``gate``: "lenient" leaves near misses to the language model (``[kiosk] gate``).
+        ``embed_now_texts``: more texts than this to embed are embedded in the background, while ``idle()`` (None: at
+        once), and questions are matched by their words until then (:meth:`wait_semantic`; :meth:`close` stops it)."""
         self.hint_entries = hint_entries
         self.reply_check = reply_check
         """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
@@ -148,11 +154,14 @@ class Kiosk:
             embedding_cache=embedding_cache,
             read_out=ReadOut.packaged() if learned_read_out and embedder is not None else None,
             lenient=gate == "lenient",
+            embed_now_texts=embed_now_texts,
+            idle=idle,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
         self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names)
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
-        self._grounded: OrderedDict[str, Grounding] = OrderedDict()
+        self._grounded: OrderedDict[tuple[str, bool], Grounding] = OrderedDict()
+        """Recent groundings, by question and whether they were by meaning (the background embedding may end)."""
         self._grounded_lock = threading.Lock()
         self.embedder = embedder
         self.chat = SmallTalk.load(persona, small_talk_file, embed=_stored_embed(embedder, embedding_cache))
@@ -160,11 +169,17 @@ class Kiosk:
 
     @classmethod
     def from_config(
-        cls, config: Config, *, embedder: Embedder | None = None, phonemize: Phonemize | None = None
+        cls,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        phonemize: Phonemize | None = None,
+        idle: Callable[[], bool] | None = None,
     ) -> Kiosk:
         """The kiosk the config describes, with the given sentence encoder and phonemizer (loaded from the config by
         :func:`edgevoice.engines.factory.build_kiosk`); ``[kiosk] semantic = false`` leaves out the encoder,
-        ``mend_misheard = false`` the phonemizer."""
+        ``mend_misheard = false`` the phonemizer. ``idle``: when a large knowledge may be embedded in the
+        background."""
         k = config.kiosk
         return cls(
             k.persona,
@@ -185,7 +200,18 @@ class Kiosk:
             embedding_cache=default_cache_dir() / "embeddings",
             small_talk_file=k.small_talk_file,
             gate=k.gate,
+            idle=idle,
         )
+
+    def wait_semantic(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for a background embedding to end; whether questions are now matched
+        by meaning."""
+        return self.matcher.wait_semantic(timeout)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop a background embedding (what it embedded is kept in the embedding cache) and join it; False when it
+        did not stop within ``timeout`` seconds. The kiosk goes on answering, by words where it had no meaning."""
+        return self.matcher.close(timeout)
 
     @property
     def grounding_threshold(self) -> float:
@@ -214,13 +240,14 @@ class Kiosk:
         to a question that brings a value no entry gives loses its opening "yes" or "no". Kept for the last few
         questions: the speculative prefill grounds a transcript at the pause, and the reply grounds the same one again
         at the commit. Small talk comes back with its reply (:attr:`Grounding.small_talk`) and nothing looked up."""
+        key = (question, self.semantic is not None)
         with self._grounded_lock:
-            if (found := self._grounded.get(question)) is not None:
-                self._grounded.move_to_end(question)
+            if (found := self._grounded.get(key)) is not None:
+                self._grounded.move_to_end(key)
                 return found
         grounding = self._ground(question)
         with self._grounded_lock:
-            self._grounded[question] = grounding
+            self._grounded[key] = grounding
             while len(self._grounded) > GROUNDED_KEPT:
                 self._grounded.popitem(last=False)
         return grounding

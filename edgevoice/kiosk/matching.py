@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from edgevoice.kiosk.answer_types import lacks_asked, without_yes_no
-from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
+from edgevoice.kiosk.background_embedding import CHUNK, EMBED_NOW_TEXTS, BackgroundEmbedding
+from edgevoice.kiosk.embedding_cache import EmbeddingCache, EmbeddingStopped, encoder_identity
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.read_out import ReadOut, ranking_features
@@ -77,6 +79,26 @@ NEAR_MISS_TOLD = 0.55
 that entry's answer after the refusal (:meth:`edgevoice.kiosk.grounding.Kiosk.refusal`)."""
 
 
+class _Meaning(NamedTuple):
+    """What matching by meaning needs, made together (in the background for a large knowledge)."""
+
+    semantic: SemanticIndex
+    read_out: ReadOut | None
+    sounds: SoundLexicon | None
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], go_on: Callable[[], bool] | None) -> np.ndarray:
+    """``texts`` embedded :data:`CHUNK` at a time, ``go_on`` asked before each (no embedding cache)."""
+    if go_on is None:
+        return embedder.embed(texts)
+    parts = []
+    for start in range(0, len(texts), CHUNK):
+        if not go_on():
+            raise EmbeddingStopped(f"stopped after {start} of {len(texts)} texts")
+        parts.append(embedder.embed(texts[start : start + CHUNK]))
+    return np.concatenate(parts)
+
+
 class Matcher:
     """The knowledge entries indexed by their words (and, given an embedder, by their meaning), and the gate that
     grounds a question in them."""
@@ -96,16 +118,21 @@ class Matcher:
         embedding_cache: Path | None = None,
         read_out: ReadOut | None = None,
         lenient: bool = False,
+        embed_now_texts: int = EMBED_NOW_TEXTS,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         """``persona_terms``: words that neither help nor hurt (the venue's name). ``embedder``: a sentence encoder
-        for semantic matching (None: the words alone decide); the entries are embedded here, once. ``phonemize``:
+        for semantic matching (None: the words alone decide); the entries are embedded once, here or in the
+        background (``embed_now_texts``). ``phonemize``:
         text to phonemes, to mend misheard venue words (used with an ``embedder`` only: the mend needs the meaning's
         consent). ``venue_names``: replaced by a neutral word before embedding. ``log_transcripts``: whether the log
         may hold the visitor's words (``[debug] log_transcripts``). ``embedding_cache``: a directory to keep the
         entries' embeddings in between starts (:mod:`edgevoice.kiosk.embedding_cache`; None, or an encoder without an
         ``identity``: embedded at every start). ``read_out``: the learned read-out decision
         (:mod:`edgevoice.kiosk.read_out`), used when it was fitted for this ``embedder``. ``lenient``: the language
-        model judges near misses (``[kiosk] gate``)."""
+        model judges near misses (``[kiosk] gate``). ``embed_now_texts``: with more texts than this to embed (not in
+        the cache), they are embedded in the background (:mod:`edgevoice.kiosk.background_embedding`), only while
+        ``idle()`` (None: at once), and the words alone decide until then."""
         self.entries = list(entries)
         self.index = BM25Index([e.search_text() for e in self.entries])
         self.persona_terms = persona_terms
@@ -115,29 +142,97 @@ class Matcher:
         self.direct_answers = direct_answers
         self.log_transcripts = log_transcripts
         self.semantic: SemanticIndex | None = None
-        """The entries' embeddings; None: no embedder (or no entries), the words alone decide."""
+        """The entries' embeddings; None: no embedder (or no entries), or not embedded yet: the words alone decide."""
+        self.read_out: ReadOut | None = None
+        """Whether the best entry answers a question the rules left to the model; None: the rules alone decide."""
+        self.sounds: SoundLexicon | None = None
+        """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
+        self.embedding: BackgroundEmbedding[_Meaning] | None = None
+        """The entries being embedded in the background; None: embedded before the matcher was ready, or no
+        embedder."""
         if embedder is not None and self.entries:
+            self._embed_entries(embedder, phonemize, venue_names, embedding_cache, read_out, embed_now_texts, idle)
+
+    def _embed_entries(
+        self,
+        embedder: Embedder,
+        phonemize: Phonemize | None,
+        venue_names: Sequence[str],
+        embedding_cache: Path | None,
+        read_out: ReadOut | None,
+        embed_now_texts: int,
+        idle: Callable[[], bool] | None,
+    ) -> None:
+        """Make what matching by meaning needs (:class:`_Meaning`): now when at most ``embed_now_texts`` texts are
+        missing from the embedding cache, else in the background (:attr:`embedding`)."""
+        identity = encoder_identity(embedder)
+        stored = EmbeddingCache(embedding_cache, identity) if embedding_cache and identity else None
+        texts = SemanticIndex.texts(self.entries, venue_names)
+        missing = stored.missing(texts) if stored is not None else len(set(texts))
+
+        def work(go_on: Callable[[], bool] | None) -> _Meaning:
+            if stored is not None:
+                vectors = stored.embed(embedder, texts, go_on=go_on, chunk=CHUNK if go_on else None)
+            else:
+                vectors = _embed(embedder, texts, go_on)
+            semantic = SemanticIndex(embedder, self.entries, venue_names=venue_names, cache_size=64, vectors=vectors)
+            usable = read_out if read_out is not None and read_out.encoder == identity else None
+            if read_out is not None and usable is None:
+                log.info("the learned read-out is off: it was fitted for another sentence encoder")
+            sounds = SoundLexicon.from_entries(self.entries, phonemize) if phonemize is not None else None
+            return _Meaning(semantic, usable, sounds)
+
+        where = (
+            f"{len(set(texts)) - missing} texts from {stored.path}, {missing} embedded" if stored else "all embedded"
+        )
+        if missing <= embed_now_texts:
             started = time.perf_counter()
-            identity = encoder_identity(embedder)
-            stored = EmbeddingCache(embedding_cache, identity) if embedding_cache and identity else None
-            self.semantic = SemanticIndex(embedder, self.entries, venue_names=venue_names, cache_size=64, stored=stored)
+            self._use(work(None))
             log.info(
                 "semantic matching on: %d knowledge entries ready in %.0f ms (%s)",
                 len(self.entries),
                 1000 * (time.perf_counter() - started),
-                f"{stored.hits} texts from {stored.path}, {stored.misses} embedded" if stored else "all embedded",
+                where,
             )
-        self.read_out: ReadOut | None = None
-        """Whether the best entry answers a question the rules left to the model; None: the rules alone decide."""
-        if read_out is not None and self.semantic is not None:
-            if read_out.encoder == encoder_identity(embedder):
-                self.read_out = read_out
-            else:
-                log.info("the learned read-out is off: it was fitted for another sentence encoder")
-        self.sounds: SoundLexicon | None = None
-        """The venue's words as phonemes, to mend misheard ones; None: transcripts are taken as heard."""
-        if phonemize is not None and self.semantic is not None:
-            self.sounds = SoundLexicon.from_entries(self.entries, phonemize)
+            return
+        log.info(
+            "%d knowledge texts to embed, more than %d: embedded in the background while no turn is in progress; "
+            "until then questions are matched by their words",
+            missing,
+            embed_now_texts,
+        )
+
+        def done(meaning: _Meaning) -> None:
+            self._use(meaning)
+            assert self.embedding is not None
+            log.info(
+                "semantic matching on: %d knowledge entries embedded in the background in %.0f s (%s); questions "
+                "are matched by meaning from now on",
+                len(self.entries),
+                self.embedding.seconds or 0.0,
+                where,
+            )
+
+        self.embedding = BackgroundEmbedding(work, done, idle=idle)
+        self.embedding.start()
+
+    def _use(self, meaning: _Meaning) -> None:
+        """Match by meaning from the next question on: the index first, so that what comes with it never runs
+        without it."""
+        self.semantic = meaning.semantic
+        self.read_out = meaning.read_out
+        self.sounds = meaning.sounds
+
+    def wait_semantic(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for the background embedding; whether the matcher matches by meaning."""
+        if self.embedding is not None:
+            self.embedding.wait(timeout)
+        return self.semantic is not None
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the background embedding, if any (what it embedded is kept in the cache) and join it; False when it
+        did not stop within ``timeout`` seconds."""
+        return self.embedding.close(timeout) if self.embedding is not None else True
 
     def ground(self, question: str) -> Grounding:
         """Whether the knowledge covers ``question``, and the entries that best answer it.

@@ -2,7 +2,8 @@
 
 A lexical score cannot see that "am I allowed to take pictures?" asks "can I take photos?", or that "do you have a
 yearly membership?" asks about the annual pass. A sentence encoder can (all-MiniLM-L6-v2 by default, run by
-:mod:`edgevoice.engines.minilm`): each entry is embedded once when the kiosk is built, as its question and as its
+:mod:`edgevoice.engines.minilm`): each entry is embedded once when the kiosk is built (in the background for a large
+knowledge: :mod:`edgevoice.kiosk.background_embedding`), as its question and as its
 question with the answer; a question costs one forward pass, and its similarity to an entry is the larger of its
 cosines with the two. The entries' vectors can be kept on disk between starts
 (:class:`~edgevoice.kiosk.embedding_cache.EmbeddingCache`): only new or changed entries are embedded again. The
@@ -67,22 +68,23 @@ class SemanticIndex:
         venue_names: Sequence[str] = (),
         cache_size: int = 16,
         stored: EmbeddingCache | None = None,
+        vectors: Floats | None = None,
     ) -> None:
         """``cache_size``: the embeddings of this many recent questions are kept (a question is grounded both when
         its reply is prepared and when it is given). ``stored``: the entries' vectors kept on disk (None: every
-        entry is embedded here)."""
+        entry is embedded here). ``vectors``: the embeddings of :meth:`texts` made already (in the background:
+        :mod:`edgevoice.kiosk.background_embedding`); nothing is embedded here then."""
         self.embedder = embedder
         self._neutral = venue_name_pattern(venue_names)
         n = len(entries)
-        texts = [e.question or e.answer for e in entries] + [e.search_text() for e in entries]
-        texts += [e.answer for e in entries]
-        texts = [self.neutral(t) for t in texts]
-        if not entries:
+        if vectors is not None:
+            pass
+        elif not entries:
             vectors = np.zeros((0, 1), np.float32)
         elif stored is not None:
-            vectors = stored.embed(embedder, texts)
+            vectors = stored.embed(embedder, self.texts(entries, venue_names))
         else:
-            vectors = embedder.embed(texts)
+            vectors = embedder.embed(self.texts(entries, venue_names))
         self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.questions = self._vectors[:n]
         """Each entry's question (its answer when it has none), embedded."""
@@ -95,6 +97,15 @@ class SemanticIndex:
         self._cache: OrderedDict[str, Floats] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+
+    @staticmethod
+    def texts(entries: Sequence[Entry], venue_names: Sequence[str] = ()) -> list[str]:
+        """What is embedded for the entries, in the order of the index's rows: each entry's question (its answer when
+        it has none), its question with the answer and keywords, its answer; the venue's names made neutral."""
+        pattern = venue_name_pattern(venue_names)
+        texts = [e.question or e.answer for e in entries] + [e.search_text() for e in entries]
+        texts += [e.answer for e in entries]
+        return [pattern.sub("here", t) for t in texts] if pattern is not None else texts
 
     def neutral(self, text: str) -> str:
         return self._neutral.sub("here", text) if self._neutral is not None else text

@@ -185,8 +185,12 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         store, on_error=lambda exc: stop.set(), idle=lambda: live is not None and live.loop.idle()
     )
     presynthesis: Presynthesis | None = None
+    assistant: Assistant | None = None
     try:
-        assistant = Assistant(config, engines, clock=MonotonicClock(), live=True)
+        # a large knowledge is embedded in the background, only while no turn is in progress
+        assistant = Assistant(
+            config, engines, clock=MonotonicClock(), live=True, idle=lambda: live is not None and live.loop.idle()
+        )
         assistant.warm_up()
         if isinstance(voice := loaded.synthesizer, CachedSynthesizer):
             # the known replies' audio, made while nobody speaks, so that they play the moment a turn is committed
@@ -253,6 +257,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         recheck.close()
         if admin is not None:
             admin.close()
+        if assistant is not None:
+            assistant.close()
         if presynthesis is not None:
             presynthesis.close()
         if live is None or live.threads_stopped:

@@ -1,0 +1,115 @@
+"""Embedding a large knowledge in the background: the kiosk answers by its words at once, by meaning once done.
+
+A first start on 5,000 entries embeds 15,000 texts: minutes on two cores, 18 on a busy box, all before the first
+answer had the kiosk waited for them. The :class:`~edgevoice.kiosk.matching.Matcher` waits only when few texts are
+missing from the embedding cache (:data:`EMBED_NOW_TEXTS`); otherwise :class:`BackgroundEmbedding` makes the
+semantic index in a thread of its own while the kiosk matches questions by their words (as it does when no encoder
+is installed), then hands it over, and the kiosk matches by meaning from the next question on (logged). The thread
+
+* embeds :data:`CHUNK` texts at a time, and only while ``idle()`` says no turn is in progress;
+* runs at the lowest CPU priority (:data:`EMBEDDING_NICE`; it holds the GIL hardly at all: numpy's products and
+  the tokenizer release it);
+* keeps what it embedded in the embedding cache as it goes (:mod:`edgevoice.kiosk.embedding_cache`: every 20 s and
+  when stopped), so that a restart resumes where this start stopped;
+* stops between two chunks when :meth:`BackgroundEmbedding.close` asks, which joins it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from edgevoice import data
+from edgevoice.kiosk.embedding_cache import EmbeddingStopped
+from edgevoice.priority import lower_this_thread
+from edgevoice.thread_names import name_this_thread
+
+__all__ = ["CHUNK", "EMBEDDING_NICE", "EMBED_NOW_TEXTS", "BackgroundEmbedding"]
+
+log = logging.getLogger(__name__)
+
+EMBED_NOW_TEXTS: int = data.table("kiosk/knowledge_limits.toml")["embed_now_texts"]
+"""At most this many texts missing from the embedding cache are embedded before the kiosk is ready (a few seconds
+on two cores); more are embedded in the background (``edgevoice/data/kiosk/knowledge_limits.toml``)."""
+CHUNK = 32
+"""Texts embedded between two looks at ``idle`` and at :meth:`BackgroundEmbedding.close` (well under a second)."""
+EMBEDDING_NICE = 19
+"""How much lower the background embedding runs than the rest (nice): the lowest priority there is. Unlike the
+compute threads' (:mod:`edgevoice.priority`), this thread holds the GIL hardly at all, so lowering it cannot hold up
+the audio callbacks; it only waits longer for a busy processor, and the kiosk answers by words meanwhile."""
+IDLE_POLL_S = 0.1
+
+T = TypeVar("T")
+
+
+class BackgroundEmbedding(Generic[T]):
+    """Runs ``work(go_on)`` once in a thread of its own, then ``done(result)``. ``work`` asks ``go_on()`` before
+    each chunk: it waits while ``idle()`` is false and says False once :meth:`close` was called (``work`` then stops,
+    raising :class:`~edgevoice.kiosk.embedding_cache.EmbeddingStopped`)."""
+
+    def __init__(
+        self,
+        work: Callable[[Callable[[], bool]], T],
+        done: Callable[[T], None],
+        *,
+        idle: Callable[[], bool] | None = None,
+        nice: int = EMBEDDING_NICE,
+    ) -> None:
+        self._work, self._done = work, done
+        self.idle = idle
+        """Whether the appliance is idle now (no turn open, queued or playing); None: always."""
+        self.nice = nice
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+        """Set when the thread has ended: the work done and handed over, stopped, or failed."""
+        self.completed = False
+        """Whether ``done`` was called with the finished work."""
+        self.seconds: float | None = None
+        """How long the work took (waits for idle included), once completed."""
+        self._thread = threading.Thread(target=self._run, name="knowledge-embedding", daemon=True)
+
+    def start(self) -> BackgroundEmbedding[T]:
+        self._thread.start()
+        return self
+
+    def go_on(self) -> bool:
+        """Wait while the appliance is busy; False once :meth:`close` was called."""
+        while self.idle is not None and not self.idle():
+            if self._stop.wait(IDLE_POLL_S):
+                return False
+        return not self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (at most ``timeout`` seconds); whether the work was completed and handed over."""
+        self.finished.wait(timeout)
+        return self.completed
+
+    def _run(self) -> None:
+        name_this_thread("ev-embedding")
+        lower_this_thread(self.nice)
+        started = time.perf_counter()
+        try:
+            result = self._work(self.go_on)
+            self.seconds = time.perf_counter() - started
+            self._done(result)
+            self.completed = True
+        except EmbeddingStopped as exc:
+            log.info("knowledge embedding stopped (%s); it resumes from the embedding cache at the next start", exc)
+        except Exception:  # the kiosk keeps matching by words: worse answers, never none
+            log.exception("knowledge embedding failed: questions are matched by their words only")
+        finally:
+            self.finished.set()
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop between two chunks (a chunk in the encoder finishes first, what is embedded is kept) and join;
+        False when the thread is still running after ``timeout`` seconds (it is a daemon: the exit ends it)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("knowledge embedding did not stop within %.0f s", timeout)
+            return False
+        return True
