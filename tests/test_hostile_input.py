@@ -260,6 +260,14 @@ def test_a_copy_of_passwd_is_refused_as_not_text(tmp_path: Path, capsys: pytest.
     assert raised.value.code == "knowledge_not_text"
 
 
+def test_facts_in_any_script_and_full_of_values_are_text() -> None:
+    text = (
+        "洗手间在哪里？每层楼都有，在电梯旁边。\nशौचालय कहाँ है? हर मंज़िल पर, लिफ़्ट के पास।\n"
+        "Где туалет? На каждом этаже, у лифтов.\n## Opening hours\n- Monday: 10:00-18:00\n- Tue-Sun: 10am-6pm, €14\n"
+    )
+    assert len(parse_knowledge(text, warnings=(warnings := []))) == 5 and warnings == []
+
+
 def test_one_giant_entry_is_refused_naming_its_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prose = "The museum holds paintings, drawings and prints from five centuries of the city's history.\n"
     text = "Where is the cafe? On the roof.\n\n" + prose * 40  # lines 3-42: no blank line, one paragraph

@@ -18,6 +18,7 @@ are in ``edgevoice/data/kiosk/knowledge_limits.toml``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from edgevoice import data
@@ -40,11 +41,14 @@ MIN_WORD_SHARE: float = _LIMITS["min_word_share"]
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 """Control characters no text file holds (tab, line feed, vertical tab, form feed and carriage return are text)."""
 _WORD = re.compile(r"[^\W\d_]+(?:['’.&/-][^\W\d_]+)*")
-"""Letters, joined by an apostrophe, a hyphen, a dot or a slash: "don't", "Wi-Fi", "e.g", "and/or"."""
+"""A word the quick way (letters joined by an apostrophe, a hyphen, a dot, an ampersand or a slash)."""
+_JOINERS = "'’.&/-"
+_SPACE = re.compile(r"[\s\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]+")
+"""Spaces, and the CJK punctuation that ends a word where no space does."""
 _VALUE = re.compile(r"[€$£¥]?[+-]?\d\S*")
 """A number, a time, a price, a date, a range: starts with a digit (after a currency sign)."""
 _OPENING = "\"'“‘«([{<*_~¿¡"
-_CLOSING = "\"'”’»)]}>*_~.,;:!?…"
+_CLOSING = "\"'”’»)]}>*_~.,;:!?…।॥"
 
 
 def check_characters(text: str) -> None:
@@ -60,12 +64,25 @@ def check_characters(text: str) -> None:
 
 
 def word_share(texts: Sequence[str]) -> tuple[float, int]:
-    """The share of the texts' whitespace-separated tokens that are words (:data:`_WORD`) or values
-    (:data:`_VALUE`), once quotes and punctuation around them are taken off, and the number of tokens."""
-    tokens = [t.lstrip(_OPENING).rstrip(_CLOSING) for text in texts for t in text.split()]
+    """The share of the texts' tokens (split at spaces and at CJK punctuation) that are words or values (a number,
+    a time, a price: :data:`_VALUE`), once quotes and punctuation around them are taken off, and the number of
+    tokens."""
+    tokens = [t.lstrip(_OPENING).rstrip(_CLOSING) for text in texts for t in _SPACE.split(text)]
     tokens = [t for t in tokens if t]
-    written = sum(1 for t in tokens if _WORD.fullmatch(t) or _VALUE.fullmatch(t))
+    written = sum(1 for t in tokens if _is_word(t) or _VALUE.fullmatch(t))
     return (written / len(tokens) if tokens else 1.0), len(tokens)
+
+
+def _is_word(token: str) -> bool:
+    """Letters (with the combining marks of scripts such as Devanagari), joined by an apostrophe, a hyphen, a dot,
+    an ampersand or a slash: "don't", "Wi-Fi", "e.g", "and/or", "नमस्ते"."""
+    if _WORD.fullmatch(token):
+        return True
+    return (
+        unicodedata.category(token[0])[0] == "L"
+        and token[-1] not in _JOINERS
+        and all(unicodedata.category(c)[0] in "LM" or c in _JOINERS for c in token)
+    )
 
 
 def check_facts(facts: Sequence[tuple[str, str]]) -> list[str]:
