@@ -36,7 +36,7 @@ _LIMITS = data.table("kiosk/knowledge_limits.toml")
 MAX_ENTRY_CHARS: int = _LIMITS["max_entry_chars"]
 """The longest entry (its question and answer together), in characters."""
 MIN_WORD_SHARE: float = _LIMITS["min_word_share"]
-"""The least share of an entries' whitespace-separated tokens that are words or values."""
+"""The least share of the entries' tokens that are words or values (:func:`word_share`)."""
 
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 """Control characters no text file holds (tab, line feed, vertical tab, form feed and carriage return are text)."""
