@@ -44,6 +44,7 @@ from starlette.testclient import TestClient
 
 from edgevoice import cli
 from edgevoice.admin.app import create_app
+from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.knowledge_file import save_and_reload
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.audio.files import check_output_path, read_audio
@@ -329,10 +330,12 @@ def test_the_admin_save_refuses_what_is_no_knowledge(tmp_path: Path) -> None:
     venue = tmp_path / "venue.md"
     venue.write_text(OLD_FACTS)
     appliance = FakeAppliance(venue)
-    web = TestClient(create_app(appliance, SelftestRunner(lambda folder: ["true"])))
+    app = create_app(appliance, SelftestRunner(lambda folder: ["true"]), hosts=ServedHosts.for_listen("127.0.0.1:8080"))
+    web = TestClient(app, base_url="http://127.0.0.1")
     for body, expected in [(PASSWD, "pieces are words or numbers"), ("Open? Yes.\n\x00\x00\n", "binary content")]:
         result = web.put("/api/knowledge", content=body.encode())
-        assert result.status_code == 422 and expected in result.json()["error"] and str(venue) in result.json()["error"]
+        error = result.json()["error"]
+        assert result.status_code == 422 and expected in error["message"] and str(venue) in error["message"]
     assert venue.read_text() == OLD_FACTS and appliance.reloads == 0
     with pytest.raises(ConfigError, match="a system directory"):  # whatever the config names, never written over
         save_and_reload(Path("/etc/passwd"), NEW_FACTS, lambda: None, time.perf_counter)
