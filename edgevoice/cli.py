@@ -12,8 +12,9 @@ from pathlib import Path
 
 from edgevoice import __version__
 from edgevoice.cli_json import emit, emit_error, human
+from edgevoice.config import Config
 from edgevoice.config.load import find_config
-from edgevoice.errors import EdgeVoiceError
+from edgevoice.errors import ConfigError, ConfigErrors, EdgeVoiceError
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
 EXIT_NOTHING_FOUND = 1
@@ -140,17 +141,24 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from edgevoice.config.check import check_config, effective_config
+    from edgevoice.config.check import ConfigReport, check_config, effective_config
+    from edgevoice.config.load import config_path
 
-    config = find_config(args.config)
-    printing = args.print_config
-    report = check_config(config, devices=not args.no_devices) if args.check or not printing else None
+    printing, checking = args.print_config, args.check or not args.print_config
+    config: Config | None = None
+    try:
+        config = find_config(args.config)
+    except ConfigError as exc:
+        if not checking:
+            raise
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]  # every value's error, each with its key
+        report: ConfigReport | None = ConfigReport(str(config_path(args.config)), errors=list(errors))
+    else:
+        report = check_config(config, devices=not args.no_devices) if checking else None
     if args.json:
-        emit(
-            (report.as_json() if report is not None else {"source": config.source})
-            | ({"config": effective_config(config)} if printing else {})
-        )
-    elif printing:
+        document = report.as_json() if report is not None else {"source": config.source if config else None}
+        emit(document | ({"config": effective_config(config)} if printing and config is not None else {}))
+    elif printing and config is not None:
         print(f"# effective configuration (from {config.source}, defaults filled in, secrets masked)")
         print(tomli_w.dumps(effective_config(config), multiline_strings=True), end="")
     if report is None:
@@ -160,11 +168,11 @@ def _cmd_config(args: argparse.Namespace) -> int:
     for error in report.errors:
         print(f"edgevoice: error: {error}", file=sys.stderr)
     if report.errors:
-        print(f"edgevoice: {len(report.errors)} error(s) in {config.source}", file=sys.stderr)
+        print(f"edgevoice: {len(report.errors)} error(s) in {report.source}", file=sys.stderr)
         return 2
     if not args.json:
         warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
-        human(f"config OK ({config.source}){warned}", json_mode=printing)
+        human(f"config OK ({report.source}){warned}", json_mode=printing)
     return 0
 
 

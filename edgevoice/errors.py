@@ -7,6 +7,8 @@ wrapped with ``raise StageError(...) from exc`` so the original traceback surviv
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class EdgeVoiceError(Exception):
     """Base of every edgevoice error."""
@@ -23,11 +25,37 @@ class EdgeVoiceError(Exception):
     def __str__(self) -> str:
         return f"[{self.code}] {self.message}"
 
+    def as_json(self) -> dict[str, Any]:
+        """The error as ``--json`` prints it: ``code`` and ``message``."""
+        return {"code": self.code, "message": self.message}
+
 
 class ConfigError(EdgeVoiceError):
     """A configuration value is missing, of the wrong type or out of range."""
 
     code = "config_invalid"
+
+    def __init__(self, message: str, *, code: str | None = None, key: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.key = key
+
+    def as_json(self) -> dict[str, Any]:
+        """With the ``key`` the error is about, where it is one key's."""
+        return super().as_json() | ({"key": self.key} if self.key is not None else {})
+
+
+class ConfigErrors(ConfigError):
+    """Every error found in one configuration file, in the order of the file: each value's type and range, unknown
+    keys, and the rules between keys of a table."""
+
+    def __init__(self, errors: list[ConfigError], source: str) -> None:
+        lines = "".join(f"\n  {e.message}" for e in errors)
+        super().__init__(f"{len(errors)} errors in {source}:{lines}")
+        self.errors = errors
+
+    def as_json(self) -> dict[str, Any]:
+        """With each error under ``errors``."""
+        return super().as_json() | {"errors": [e.as_json() for e in self.errors]}
 
 
 class ModelError(EdgeVoiceError):

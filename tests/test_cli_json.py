@@ -114,7 +114,11 @@ def test_run_reports_a_bad_config_as_an_error_object(tmp_path: Path, capsys: pyt
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     assert json.loads(out) == {
-        "error": {"code": "config_invalid", "message": "llm.threads = 0: must be between 1 and 64"}
+        "error": {
+            "code": "config_invalid",
+            "message": "llm.threads = 0: must be between 1 and 64",
+            "key": "llm.threads",
+        }
     }
 
 
