@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice import __version__
-from edgevoice.cli_json import emit, emit_error, human
+from edgevoice.cli_exit import run_command
+from edgevoice.cli_json import emit, human
 from edgevoice.config import Config
 from edgevoice.config.load import find_config
-from edgevoice.errors import ConfigError, ConfigErrors, EdgeVoiceError
+from edgevoice.errors import AudioDeviceError, ConfigError, ConfigErrors, EdgeVoiceError, combined_status
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
-EXIT_NOTHING_FOUND = 1
-"""`edgevoice devices` found no sound device."""
 
 STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
 STAGE_LABELS = {
@@ -100,6 +98,10 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     from edgevoice.audio.streams import list_devices
 
     devices = list_devices()
+    if not devices:  # as `run` and `config --check` find it: the device may come later (exit status 69)
+        raise AudioDeviceError(
+            "no sound devices found (is the sound server running, the sound card there, this user in the audio group?)"
+        )
     if args.json:
         emit({"devices": [dataclasses.asdict(d) for d in devices]})
     else:
@@ -108,13 +110,6 @@ def _cmd_devices(args: argparse.Namespace) -> int:
                 f"{d.index:>3}  {d.name:<40} in={d.max_input_channels} out={d.max_output_channels} "
                 f"rate={d.default_rate:.0f} ({d.host_api})"
             )
-    if not devices:
-        print(
-            "edgevoice: no sound devices found (is the sound server running, the sound card there, this user in the "
-            "audio group?)",
-            file=sys.stderr,
-        )
-        return EXIT_NOTHING_FOUND
     return 0
 
 
@@ -169,7 +164,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
         print(f"edgevoice: error: {error}", file=sys.stderr)
     if report.errors:
         print(f"edgevoice: {len(report.errors)} error(s) in {report.source}", file=sys.stderr)
-        return 2
+        return combined_status([e.code for e in report.errors])
     if not args.json:
         warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
         human(f"config OK ({report.source}){warned}", json_mode=printing)
@@ -232,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="check the configuration before a start (exit status 2 on errors), or print it",
         description="Check the configuration: its values, the knowledge, the models (installed and matching their "
         "checksums), the recognizer's language, the sound devices and the files the service writes. Every "
-        "problem is reported; the exit status is 2 when there is an error. --check is the default.",
+        "problem is reported; the exit status is 2 when there is an error (69 when the only ones are sound devices "
+        "not found, as for `run`). --check is the default.",
     )
     p.add_argument("--config")
     p.add_argument("--check", action="store_true", help="check everything (the default without --print)")
@@ -254,17 +250,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        return int(args.handler(args))
-    except EdgeVoiceError as exc:
-        if getattr(args, "json", None) is True:
-            emit_error(exc)
-        print(f"edgevoice: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """Run one command line; returns the exit status (docs/cli.md)."""
+    return run_command(build_parser(), argv)

@@ -275,3 +275,23 @@ def test_rules_between_keys_are_reported_beside_the_values(tmp_path: Path) -> No
         config_from_dict({"llm": {"backend": "openai"}, "tts": {"threads": "two"}})
     assert [e.key for e in caught.value.errors] == ["llm", "tts.threads"]
     assert caught.value.errors[0].message.startswith("llm.base_url: must be set")
+
+
+def test_only_missing_sound_devices_exit_69_as_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgevoice.audio import devices
+
+    path = tmp_path / "edgevoice.toml"
+    models = "\n".join(f'{key} = "{value}"' for key, value in own_models(tmp_path).items())
+    path.write_text(f"[models]\n{models}\n[kiosk]\nsemantic = false\n")
+    monkeypatch.setattr(devices, "start_portaudio", lambda: FakePortAudio([], [], defaults=False))
+    assert cli.main(["config", "--config", str(path)]) == 69  # the sound server may come later: not 2
+    assert "[audio_device] audio.input_device = ''" in capsys.readouterr().err
+    assert cli.main(["config", "--config", str(path), "--json"]) == 69
+    assert {e["code"] for e in json.loads(capsys.readouterr().out)["errors"]} == {"audio_device"}
+
+    path.write_text(path.read_text() + '[asr]\nlanguage = "xx"\n')  # and an error a restart will not mend: 2
+    assert cli.main(["config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "[audio_device] audio.input_device" in err and "[config_invalid] asr.language = 'xx'" in err

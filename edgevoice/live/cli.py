@@ -26,7 +26,7 @@ from edgevoice.live.loop import Turn
 from edgevoice.live.memory import settle
 from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen
 from edgevoice.live.recorder import TurnRecorder
-from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
+from edgevoice.live.service import LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.models.recheck import BackgroundRecheck
 from edgevoice.reply.audio_cache import CachedSynthesizer
 from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
@@ -208,10 +208,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         with live:
             try:
                 live.start()
-            except AudioDeviceError as exc:  # the device may still appear: exit so that systemd retries
+            except AudioDeviceError as exc:  # the device may still appear: its exit status, 69, has systemd retry
                 journal.error(exc)
-                print(f"edgevoice: error: {exc}", file=sys.stderr)
-                return EXIT_AUDIO_UNAVAILABLE
+                raise
             load_ms = round((time.perf_counter() - t0) * 1000)
             arm_faults(engines)
             emit({"event": "ready", "load_ms": load_ms})
