@@ -12,6 +12,7 @@ from pathlib import Path
 from edgevoice import __version__
 from edgevoice.cli_exit import run_command
 from edgevoice.cli_json import emit, human
+from edgevoice.cli_parser import CommandParser
 from edgevoice.config import Config
 from edgevoice.config.load import find_config
 from edgevoice.errors import AudioDeviceError, ConfigError, ConfigErrors, EdgeVoiceError, combined_status
@@ -177,9 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     from edgevoice.models.cli import add_models_parser
     from edgevoice.selftest.cli import add_selftest_parser
 
-    parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
+    parser = CommandParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
     parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument(
+        "--json", dest="json_before_command", action="store_true", help="the command's --json, before its name"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("converse", help="answer one recorded question: WAV in, spoken reply out")

@@ -1,10 +1,10 @@
 """What ``--json`` means on every ``edgevoice`` command: one JSON document on stdout and nothing else there.
 
 A command's result is one JSON object on one line (``run --json``: one object per line, one per event). Whatever is
-for people (tables, progress, warnings) goes to stderr. A command that fails prints ``{"error": {"code": ...,
-"message": ...}}`` instead (the code is the stable :class:`~edgevoice.errors.EdgeVoiceError` code; a configuration's
-errors add ``key`` and, several at once, ``errors``) and exits with
-status 2, as without ``--json``. The shapes are listed in docs/cli.md.
+for people (tables, progress, warnings) goes to stderr. A command that fails, a usage error included, prints
+``{"error": {"code": ..., "message": ...}}`` instead (the code is the stable :class:`~edgevoice.errors.EdgeVoiceError`
+code; a configuration's errors add ``key`` and, several at once, ``errors``) and exits with its code's status, as
+without ``--json``. The shapes are listed in docs/cli.md.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ EXIT_UNAVAILABLE = 69
 sound server starting); the unit restarts the service, within its start limit."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT)."""
+EXIT_BROKEN_PIPE = 141
+"""stdout was closed by its reader (``edgevoice models list | head -1``): 128 + SIGPIPE, as a shell reports a
+command that SIGPIPE ended."""
 
 
 class ErrorCode(NamedTuple):

@@ -152,3 +152,41 @@ def test_checksum_mismatch_names_file_and_both_hashes(tmp_path: Path, store) -> 
     import hashlib
 
     assert hashlib.sha256(bytes(data)).hexdigest() in proc.stderr
+
+
+def _closed_early(args: list[str], *, lines: int) -> tuple[int, str]:
+    """Run ``edgevoice ARGS`` with stdout a real pipe whose reader takes ``lines`` lines (0: none) and closes it, as
+    ``| head -N`` does; the exit status and stderr."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "edgevoice", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        for _ in range(lines):
+            proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        return proc.wait(timeout=300), err
+
+
+def test_a_reader_that_closes_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    # more than a pipe holds (64 KiB), so the writer is still writing when `head -1` goes away
+    knowledge = "".join(f"Q: Is room {i} open? A: Room {i} is open from nine to five.\n" for i in range(4000))
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f"[kiosk]\nknowledge = '''\n{knowledge}'''\n")
+    assert config.stat().st_size > 3 * 65536
+    status, err = _closed_early(["config", "--print", "--config", str(config)], lines=1)
+    assert (status, err) == (141, "")  # 128 + SIGPIPE, as a shell reports; no BrokenPipeError traceback
+
+    status, err = _closed_early(["models", "list", "--dir", str(tmp_path)], lines=0)
+    assert (status, err) == (141, "")
+
+
+def test_a_usage_error_under_json_is_one_object_on_stdout() -> None:
+    proc = edgevoice("config", "--json", "--bogus")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout) == {"error": {"code": "usage", "message": "unrecognized arguments: --bogus"}}
+    assert "usage: edgevoice" in proc.stderr

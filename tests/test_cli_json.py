@@ -1,6 +1,6 @@
 """`--json` means the same on every command: one JSON object on stdout (``run``: one per line), nothing else there,
-``{"error": {...}}`` and its code's exit status on a failure; one condition gives one exit status, whichever command
-meets it."""
+``{"error": {...}}`` and its code's exit status on a failure, a usage error included; `-v` and `--json` stand
+anywhere on the line; one condition gives one exit status, whichever command meets it."""
 
 from __future__ import annotations
 
@@ -129,6 +129,63 @@ def _one_object(out: str) -> dict[str, object]:
     document = json.loads(out)
     assert isinstance(document, dict)
     return document
+
+
+@pytest.mark.parametrize("place", ["after", "before", "top"])
+def test_a_usage_error_under_json_is_an_error_object_on_every_command(
+    place: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in commands(cli.build_parser()):
+        words = name.split()
+        line = {
+            "after": [*words, "--bogus", "--json"],
+            "before": [*words, "--json", "--bogus"],
+            "top": ["--json", *words, "--bogus"],
+        }[place]
+        assert cli.main(line) == 2, line
+        out, err = capsys.readouterr()
+        error = _one_object(out)["error"]
+        assert isinstance(error, dict) and error["code"] == "usage", (line, error)
+        assert "usage: edgevoice" in err and "edgevoice: error: [usage]" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (["--json"], "the following arguments are required: command"),
+        (["--json", "nosuch"], "invalid choice: 'nosuch'"),
+        (["models", "--json"], "the following arguments are required: COMMAND"),
+        (["converse", "--json"], "the following arguments are required: input"),
+        (["trigger", "push", "--json"], "invalid choice: 'push'"),
+        (["models", "install", "--all", "silero-vad", "--json"], "give model names or --all, not both"),
+    ],
+)
+def test_usage_errors_of_the_top_level_and_of_arguments_are_error_objects(
+    line: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(line) == 2
+    error = _one_object(capsys.readouterr().out)["error"]
+    assert error == {"code": "usage", "message": error["message"]} and message in str(error["message"])
+
+
+def test_verbose_and_json_stand_anywhere_on_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = cli.build_parser()
+    for name, leaf in commands(parser).items():
+        assert "-v" in leaf._option_string_actions, f"edgevoice {name} does not take -v"
+    assert parser.parse_args(["-v", "devices"]).verbose is True
+    assert parser.parse_args(["devices", "-v"]).verbose is True
+    assert parser.parse_args(["models", "list", "--verbose"]).verbose is True
+    assert getattr(parser.parse_args(["devices"]), "verbose", False) is False
+
+    config = tmp_path / "edgevoice.toml"
+    config.write_text('[kiosk]\nname = "Zoe"\n')
+    for line in (
+        ["--json", "config", "--print", "--config", str(config)],
+        ["config", "--print", "--config", str(config), "--json", "-v"],
+        ["-v", "--json", "config", "--print", "-v", "--config", str(config)],
+    ):
+        assert cli.main(line) == 0, line
+        assert _one_object(capsys.readouterr().out)["config"]["kiosk"]["name"] == "Zoe"  # type: ignore[index]
 
 
 def test_one_condition_has_one_exit_status_whichever_command_meets_it(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgevoice.cli_exit import run_command
 from edgevoice.cli_json import emit
+from edgevoice.cli_parser import CommandParser
 from edgevoice.errors import EdgeVoiceError, combined_status
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
@@ -207,7 +208,7 @@ def _state(installed: bool, verified: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edgevoice models", description="Install, verify and list model files.")
+    parser = CommandParser(prog="edgevoice models", description="Install, verify and list model files.")
     _add_commands(parser)
     return run_command(parser, argv)
 
