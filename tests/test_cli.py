@@ -190,3 +190,22 @@ def test_a_usage_error_under_json_is_one_object_on_stdout() -> None:
     assert proc.returncode == 2
     assert json.loads(proc.stdout) == {"error": {"code": "usage", "message": "unrecognized arguments: --bogus"}}
     assert "usage: edgevoice" in proc.stderr
+
+
+def test_run_records_to_a_reader_gone_say_so_without_a_traceback() -> None:
+    """`run --json | head -3`: the records' writer (called from the loop's threads) finds the reader gone and says so
+    (the run then stops and exits 141); a record written after it goes to /dev/null."""
+    script = (
+        "import sys\n"
+        "from edgevoice.live.cli import write_lines\n"
+        'results = [write_lines([\'{"event": "partial", "text": "\' + \'x\' * 1000 + \'"}\']) for _ in range(200)]\n'
+        "print(results[0], results.count(False), file=sys.stderr)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader is gone before the first record
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0
+    assert err == "False 1\n"  # the first record finds the reader gone, the later ones go to /dev/null
