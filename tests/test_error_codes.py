@@ -20,7 +20,8 @@ STATUS_ROW = re.compile(r"^\| (\d+) \| ")
 
 def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
     """Each code written in the package, with where (``path:line``): a ``code="..."`` argument, a class's
-    ``code = "..."``, and the first argument of a function whose first parameter is ``code`` (``_fail(code, ...)``)."""
+    ``code = "..."``, a ``{"code": "..."}`` (an error as JSON, e.g. the admin API's) and the first argument of a
+    function whose first parameter is ``code`` (``_fail(code, ...)``)."""
     found: dict[str, list[str]] = defaultdict(list)
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -43,6 +44,10 @@ def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
                 name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                 if name in takes_code and node.args:
                     add(node.args[0], node.lineno)
+            elif isinstance(node, ast.Dict):  # an error as JSON: {"code": "...", ...}
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "code":
+                        add(value, node.lineno)
             elif isinstance(node, ast.ClassDef):
                 for statement in node.body:
                     if isinstance(statement, ast.Assign):
@@ -72,9 +77,10 @@ def test_the_scan_finds_codes_however_they_are_written(tmp_path: Path) -> None:
         "class BError(Exception):\n    code: str = 'by_annotated_class'\n"
         "def _fail(code, message):\n    return AError(message)\n"
         "x = AError('m', code='by_keyword')\ny = _fail('by_helper', 'm')\nz = obj._fail('by_method', 'm')\n"
+        "body = {'error': {'code': 'by_json', 'message': 'm'}}\n"
     )
     found = raised_codes(package)
-    assert set(found) == {"by_class", "by_annotated_class", "by_keyword", "by_helper", "by_method"}
+    assert set(found) == {"by_class", "by_annotated_class", "by_keyword", "by_helper", "by_method", "by_json"}
     assert found["by_keyword"] == ["edgevoice/m.py:7"]
 
 
