@@ -32,14 +32,15 @@ STAGE_LABELS = {
 
 
 def _cmd_converse(args: argparse.Namespace) -> int:
+    from edgevoice.audio import SAMPLE_RATE
     from edgevoice.audio.files import check_output_path, read_audio, write_wav
-    from edgevoice.converse import ASR_RATE, Assistant
+    from edgevoice.converse import Assistant
     from edgevoice.engines.factory import load_engines
 
     config = find_config(args.config)
     if args.out:
         check_output_path(args.out)
-    audio = read_audio(args.input, rate=ASR_RATE)
+    audio = read_audio(args.input, rate=SAMPLE_RATE)
     t = time.perf_counter()
     engines, load_times = load_engines(config)
     try:
@@ -137,8 +138,8 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from edgevoice.config.check import ConfigReport, check_config, effective_config
     from edgevoice.config.load import config_path
+    from edgevoice.config_check import ConfigReport, check_config, effective_config
 
     printing, checking = args.print_config, args.check or not args.print_config
     config: Config | None = None

@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.engines.factory import build_kiosk
@@ -20,12 +21,10 @@ from edgevoice.interfaces import Engines, FloatAudio
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
-from edgevoice.live.memory import resettle
+from edgevoice.memory import resettle
 from edgevoice.reply.responder import ReplyTrace, Responder
 
 log = logging.getLogger(__name__)
-
-ASR_RATE = 16000
 
 
 class Assistant:
@@ -46,6 +45,8 @@ class Assistant:
             self.prefix,
             max_tokens=config.llm.max_tokens,
             max_sentences=config.kiosk.max_sentences,
+            max_clauses=config.kiosk.max_clauses,
+            max_reply_s=config.kiosk.max_reply_s,
             clock=self.clock,
             count_tokens=count,
             asr_prompt=self.kiosk.asr_prompt(config.asr.initial_prompt),
@@ -89,20 +90,20 @@ class Assistant:
         prefill = getattr(self.engines.llm, "prefill", None)
         if prefill is not None:
             prefill(self.prefix)
-        self.engines.recognizer.transcribe(np.zeros(ASR_RATE, dtype=np.float32))
+        self.engines.recognizer.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
         for _ in self.engines.synthesizer.synthesize("Hello."):
             pass
 
     def converse(self, audio: FloatAudio) -> ConverseResult:
         """Answer one recorded utterance (16 kHz mono float32), every stage timed."""
         t0 = self.clock.now()
-        segments = find_speech(self.engines.vad, audio, self.config.vad, sample_rate=ASR_RATE)  # type: ignore[arg-type]
+        segments = find_speech(self.engines.vad, audio, self.config.vad, sample_rate=SAMPLE_RATE)  # type: ignore[arg-type]
         t_vad = self.clock.now()
         stages = {"vad": t_vad - t0}
         rate = self.engines.synthesizer.sample_rate
         chunks: list[FloatAudio] = []
         trace = ReplyTrace(next(self._turns), committed=t_vad)
-        if (span := utterance_span(segments, int(self.config.asr.max_seconds * ASR_RATE))) is not None:
+        if (span := utterance_span(segments, int(self.config.asr.max_seconds * SAMPLE_RATE))) is not None:
             start, end = span
 
             def emit(chunk: FloatAudio) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 import numpy as np
@@ -35,6 +36,27 @@ def answered_record(answered: Answered | None) -> dict[str, str | None]:
     if answered is None:
         return {"llm": None, "llm_remote_error": None}
     return {"llm": answered.source, "llm_remote_error": answered.remote_error}
+
+
+class Cut(StrEnum):
+    """Which bound on a model's reply ended it before the model did (:mod:`edgevoice.reply.bounds`); the turn record's
+    ``cut``."""
+
+    CHARS = "chars"
+    CLAUSES = "clauses"
+    SECONDS = "seconds"
+    TOKENS = "tokens"
+
+
+CHARS_PER_TOKEN = 8
+"""A reply of ``[llm] max_tokens`` tokens may hold at most this many characters a token: English text averages
+about four, so the bound never shortens a reply the model's own token limit allows, but stops a server that ignores
+``max_tokens`` or sends its reply in one giant piece."""
+
+
+def reply_chars(max_tokens: int) -> int:
+    """The most characters of one reply read from a model asked for at most ``max_tokens`` tokens."""
+    return max_tokens * CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,8 @@ import time
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.ring import SharedRing
-
-RATE = 16_000
 
 
 def bench(ordering: str, frames: int, frame_samples: int) -> None:
@@ -27,7 +26,7 @@ def bench(ordering: str, frames: int, frame_samples: int) -> None:
     write_ns = np.empty(frames, dtype=np.int64)
     read_ns = np.empty(frames, dtype=np.int64)
     clock = time.perf_counter_ns
-    with SharedRing.create(RATE, ordering=ordering) as ring:  # type: ignore[arg-type]
+    with SharedRing.create(SAMPLE_RATE, ordering=ordering) as ring:  # type: ignore[arg-type]
         for _ in range(1000):  # warm up
             ring.write(frame)
             ring.read_into(out)
@@ -41,12 +40,14 @@ def bench(ordering: str, frames: int, frame_samples: int) -> None:
         total_s = (clock() - start) / 1e9
         assert ring.stats().overrun_events == 0 and ring.stats().underrun_events == 0
     rate = frames * frame_samples / total_s
-    budget_us = 1e6 * frame_samples / RATE
+    budget_us = 1e6 * frame_samples / SAMPLE_RATE
     print(f"{ordering:>6}:", end="")
     for label, ns in (("write", write_ns), ("read_into", read_ns)):
         med, p99 = np.percentile(ns, [50, 99]) / 1e3
         print(f"  {label} median {med:5.2f} µs, p99 {p99:5.2f} µs;", end="")
-    print(f"  write+read {rate / 1e6:6.1f} M samples/s = {rate / RATE:,.0f}x real time (budget {budget_us:.0f} µs)")
+    print(
+        f"  write+read {rate / 1e6:6.1f} M samples/s = {rate / SAMPLE_RATE:,.0f}x real time (budget {budget_us:.0f} µs)"
+    )
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.cli import venues
 from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
 from edgevoice.config import Config
@@ -39,7 +40,6 @@ from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, p
 from edgevoice.live.rejoin import REJOIN_HEARD_S
 from edgevoice.selftest.measure import loud_frames, with_longest_gap
 
-RATE = 16000
 FRAME = 512
 PAUSE_S = 0.6
 LEAD_S, TAIL_S = 0.5, 1.5
@@ -58,14 +58,16 @@ class Verdict:
 def pauses(audio: np.ndarray, engines, turn_model, judge, config: Config) -> list[Verdict]:  # type: ignore[no-untyped-def]
     """Every pause the endpointer finds in ``audio`` (speech padded with silence), with the verdicts there; each
     pause is reported incomplete, so the turn goes on to the next."""
-    clip = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), audio, np.zeros(int(TAIL_S * RATE), np.float32)])
-    speech_end = (loud_frames(clip, RATE)[-1] + 1) * RATE // 100
+    clip = np.concatenate(
+        [np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), audio, np.zeros(int(TAIL_S * SAMPLE_RATE), np.float32)]
+    )
+    speech_end = (loud_frames(clip, SAMPLE_RATE)[-1] + 1) * SAMPLE_RATE // 100
     vad = engines.vad
     vad.reset()
     endpointer = Endpointer(config.endpointing, threshold=config.vad.threshold)
     out = []
     for i in range(0, len(clip) - FRAME + 1, FRAME):
-        for event in endpointer.feed(FRAME / RATE, vad.probability(clip[i : i + FRAME])):
+        for event in endpointer.feed(FRAME / SAMPLE_RATE, vad.probability(clip[i : i + FRAME])):
             if not isinstance(event, Pause):
                 continue
             heard = clip[: i + FRAME]
@@ -131,7 +133,7 @@ def main() -> None:
                 cases[q.split].append((True, pauses(speak(q.text), engines, turn_model, judge, config)))
                 if cut is not None:
                     spoken = speak(f"{' '.join(said[:cut])}, {' '.join(said[cut:])}")
-                    paused = with_longest_gap(spoken, RATE, pause_s)
+                    paused = with_longest_gap(spoken, SAMPLE_RATE, pause_s)
                     if paused is not None:
                         cases[q.split].append((False, pauses(paused, engines, turn_model, judge, config)))
                 if dump is not None:

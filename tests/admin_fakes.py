@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from starlette.testclient import TestClient
+
+from edgevoice.admin.app import create_app
+from edgevoice.admin.hosts import ServedHosts
+from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.config.load import config_from_dict
@@ -17,6 +23,9 @@ from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
 OLD_FACTS = "What time do you open? We open at nine in the morning.\n"
 NEW_FACTS = "What time do you open? We open at ten in the morning.\nIs there a cloakroom? Yes, by the entrance.\n"
+HOSTS = ServedHosts.for_listen("unix:/run/edgevoice/admin.sock")
+"""The names the page answers to in :func:`admin_client`'s requests (``base_url``: http://localhost)."""
+SELFTEST_REPORT = '{"verdict": "pass", "verdict_on": "total", "budget_ms": 500}'
 
 
 class FakeActivation:
@@ -116,3 +125,11 @@ def answer(assistant: Assistant, question: str, turn: int = 1) -> ReplyTrace:
     assistant.responder.respond_to(Transcript(question), trace, threading.Event(), emit)
     assistant.responder.commit(trace, None)
     return trace
+
+
+def admin_client(
+    appliance: FakeAppliance, *, token: str | None = None, selftest: SelftestRunner | None = None
+) -> TestClient:
+    """The admin app on ``appliance``, asked in process as http://localhost (a self-test that passes at once)."""
+    runner = selftest or SelftestRunner(lambda folder: [sys.executable, "-c", f"print({SELFTEST_REPORT!r})"])
+    return TestClient(create_app(appliance, runner, hosts=HOSTS, token=token), base_url="http://localhost")

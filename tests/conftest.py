@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from rapidfuzz.distance import LCSseq
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.files import to_model_rate
 from edgevoice.bench.scoring import word_error_rate as wer  # noqa: F401  (the tests' word error rate)
 from edgevoice.bench.scoring import words
 from edgevoice.config import Config
-from edgevoice.converse import ASR_RATE
 from edgevoice.interfaces import Engines
 from tests.conftest_audio import pulse  # noqa: F401  (fixture)
 
@@ -98,7 +98,7 @@ def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
 
     def make(text: str) -> np.ndarray:
         audio = np.concatenate(list(tts.synthesize(normalize_for_speech(text))))
-        return to_model_rate(audio, tts.sample_rate, ASR_RATE)
+        return to_model_rate(audio, tts.sample_rate, SAMPLE_RATE)
 
     return make
 

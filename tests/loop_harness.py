@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.ring import SharedRing
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
@@ -16,10 +17,8 @@ from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
-from edgevoice.live.memory import settle
+from edgevoice.memory import settle
 from edgevoice.reply.responder import ReplyTrace
-
-RATE = 16000
 
 
 @contextmanager

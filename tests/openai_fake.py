@@ -3,14 +3,15 @@
 Modes: ``ok`` (the reply as SSE chat chunks, then ``[DONE]``), ``http500``, ``malformed`` (an event that is not JSON),
 ``not_sse`` (a JSON body), ``empty`` (no text, then ``[DONE]``), ``truncated`` (the connection closes mid-reply),
 ``stall`` (headers and the role chunk, then nothing until :attr:`release` is set), ``late`` (nothing until
-:attr:`release`, then the reply) and ``cut`` (the first clause and a word, then nothing until :attr:`release`).
+:attr:`release`, then the reply) and ``cut`` (the first clause and a word, then nothing until :attr:`release`);
+``script``: the bytes a function gives, as they come, until it ends, the client goes or :attr:`release` is set.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,9 +33,16 @@ class FakeChatServer:
     """``POST /v1/chat/completions`` on 127.0.0.1, a free port; :attr:`requests` holds each request's JSON body and
     headers. Use as a context manager: leaving it releases any stalled response and stops the server."""
 
-    def __init__(self, mode: str = "ok", reply: str = "The cafe is on the ground floor, next to the shop.") -> None:
-        self.mode, self.reply = mode, reply
+    def __init__(
+        self,
+        mode: str = "ok",
+        reply: str = "The cafe is on the ground floor, next to the shop.",
+        script: Callable[[], Iterable[bytes]] | None = None,
+    ) -> None:
+        self.mode, self.reply, self.script = mode, reply, script
         self.release = threading.Event()
+        self.client_left = threading.Event()
+        """Set when writing to a client failed: it closed the response."""
         self.requests: list[tuple[dict[str, Any], dict[str, str]]] = []
         server = self
 
@@ -43,8 +51,10 @@ class FakeChatServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
                 server.requests.append((body, dict(self.headers.items())))
                 # the client may give up on the reply (cancelled): what a real server sees too
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                try:
                     server.respond(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    server.client_left.set()
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
@@ -91,6 +101,12 @@ class FakeChatServer:
             h.wfile.flush()
 
         send(chunk(role="assistant"))
+        if self.mode == "script" and self.script is not None:
+            for data in self.script():
+                if self.release.is_set():
+                    return
+                send(data)
+            return
         if self.mode in ("stall", "late"):
             self.release.wait(WAIT_S)
             if self.mode == "stall":

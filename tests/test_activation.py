@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgevoice.config.check import effective_config
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import effective_config
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.live.activation import Activation, ActivationEvent, ActivationMode, Press, Release, Trigger
 from edgevoice.live.activation_inputs import (

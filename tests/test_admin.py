@@ -15,15 +15,17 @@ import pytest
 from starlette.testclient import TestClient
 
 from edgevoice.admin.app import COOKIE, create_app
+from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.knowledge_file import backup_path
-from edgevoice.admin.listen import effective_admin_listen, parse_admin_listen, read_token
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import WORKER_THREADS, AdminServer
 from edgevoice.clock import ManualClock
-from edgevoice.config.check import check_admin
+from edgevoice.config.admin_listen import effective_admin_listen, parse_admin_listen, read_token
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_admin
 from edgevoice.errors import ConfigError
 from tests.admin_fakes import (
+    HOSTS,
     NEW_FACTS,
     OLD_FACTS,
     FakeActivation,
@@ -33,6 +35,7 @@ from tests.admin_fakes import (
     fake_assistant,
     kiosk_config,
 )
+from tests.admin_fakes import admin_client as client
 from tests.fakes import FakeLlm
 
 TOKEN = "s3cret-token-0123456789"
@@ -50,11 +53,6 @@ def venue(tmp_path: Path) -> Path:
     path = tmp_path / "venue.md"
     path.write_text(OLD_FACTS)
     return path
-
-
-def client(appliance: FakeAppliance, *, token: str | None = None, selftest: SelftestRunner | None = None) -> TestClient:
-    runner = selftest or SelftestRunner(lambda folder: [sys.executable, "-c", f"print({REPORT!r})"])
-    return TestClient(create_app(appliance, runner, token=token))
 
 
 # -- pages ---------------------------------------------------------------------------------------------------------
@@ -111,7 +109,7 @@ def test_invalid_knowledge_is_refused_with_file_and_line_and_the_file_kept(venue
     result = client(appliance).put("/api/knowledge", content=bad.encode())
     assert result.status_code == 422
     error = result.json()["error"]
-    assert str(venue) in error and "answr" in error
+    assert error["code"] == "config_invalid" and str(venue) in error["message"] and "answr" in error["message"]
     assert venue.read_text() == OLD_FACTS and not backup_path(venue).exists() and appliance.reloads == 0
     page = client(appliance).post("/knowledge", data={"text": bad})
     assert page.status_code == 422 and "Not saved" in page.text and "answr" in page.text
@@ -120,14 +118,15 @@ def test_invalid_knowledge_is_refused_with_file_and_line_and_the_file_kept(venue
 def test_a_reload_that_fails_puts_the_previous_file_back(venue: Path) -> None:
     appliance = FakeAppliance(venue, reload_error=ConfigError("kiosk.knowledge_file: line 3: nothing to say"))
     result = client(appliance).put("/api/knowledge", content=NEW_FACTS.encode())
-    assert result.status_code == 422 and "line 3" in result.json()["error"]
+    assert result.status_code == 422 and "line 3" in result.json()["error"]["message"]
     assert venue.read_text() == OLD_FACTS
 
 
 def test_inline_knowledge_is_shown_but_not_editable() -> None:
     appliance = FakeAppliance(None)
     assert "knowledge_file" in client(appliance).get("/").text
-    assert client(appliance).put("/api/knowledge", content=NEW_FACTS.encode()).status_code == 422
+    refused = client(appliance).put("/api/knowledge", content=NEW_FACTS.encode())
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "knowledge_not_editable"
 
 
 # -- self-test and trigger -----------------------------------------------------------------------------------------
@@ -216,11 +215,12 @@ def test_the_service_socket_is_the_default_under_systemd() -> None:
 def test_served_on_a_unix_socket_only_the_owner_may_open(venue: Path, tmp_path: Path) -> None:
     path = tmp_path / "admin.sock"
     runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
-    server = AdminServer(create_app(FakeAppliance(venue), runner), f"unix:{path}", token=False)
+    app = create_app(FakeAppliance(venue), runner, hosts=ServedHosts.for_listen(f"unix:{path}"))
+    server = AdminServer(app, f"unix:{path}", token=False)
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(path)), timeout=10) as http:
-            assert http.get("http://admin/api/status").json()["uptime_s"] == 42
+            assert http.get("http://localhost/api/status").json()["uptime_s"] == 42
     finally:
         server.close()
         runner.close()
@@ -345,8 +345,8 @@ def test_the_live_appliance_reports_the_run_and_triggers_its_activation(venue: P
     assert handle is not None
     try:
         with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(tmp_path / "admin.sock")), timeout=10) as http:
-            assert http.get("http://admin/api/turns").json() == [{"turn": 1, "transcript": None, "reply": None}]
-            assert http.put("http://admin/api/knowledge", content=NEW_FACTS.encode()).json()["entries"] == 2
+            assert http.get("http://localhost/api/turns").json() == [{"turn": 1, "transcript": None, "reply": None}]
+            assert http.put("http://localhost/api/knowledge", content=NEW_FACTS.encode()).json()["entries"] == 2
     finally:
         handle.close()
     assert answer(assistant, "Is there a cloakroom?").reply == "Yes, by the entrance."
@@ -379,7 +379,7 @@ def test_a_change_asked_by_another_site_is_refused(venue: Path) -> None:
     assert venue.read_text() == OLD_FACTS and appliance.reloads == 0
     assert web.get("/", headers=evil).status_code == 200  # reading is no change
     # the page's own form (its origin is the page's host) and a script without an Origin still work
-    own = {"origin": "http://testserver"}
+    own = {"origin": "http://localhost"}
     assert web.post("/knowledge", data={"text": NEW_FACTS}, headers=own).status_code == 200
     assert web.put("/api/knowledge", content=OLD_FACTS.encode()).status_code == 200
     assert appliance.reloads == 2
@@ -412,12 +412,12 @@ def test_the_server_runs_blocking_work_on_a_few_threads_only(venue: Path, tmp_pa
     path = tmp_path / "admin.sock"
     appliance = _SlowStatus(venue)
     runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
-    server = AdminServer(create_app(appliance, runner), f"unix:{path}", token=False)
+    server = AdminServer(create_app(appliance, runner, hosts=HOSTS), f"unix:{path}", token=False)
     codes: list[int] = []
 
     def get() -> None:
         with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(path)), timeout=30) as http:
-            codes.append(http.get("http://admin/api/status").status_code)
+            codes.append(http.get("http://localhost/api/status").status_code)
 
     clients = [threading.Thread(target=get) for _ in range(3 * WORKER_THREADS)]
     try:
@@ -444,7 +444,8 @@ def test_the_trigger_reaches_the_real_activation_in_trigger_mode_only(venue: Pat
     assistant = fake_assistant(config, FakeLlm("Nine.", ManualClock()))
     live = _Live()
     appliance = LiveAppliance(config, assistant, ServiceMonitor(Notifier({})), lambda: live)  # type: ignore[arg-type,return-value]
-    web = TestClient(create_app(appliance, SelftestRunner(lambda folder: [sys.executable, "-c", ""])))
+    runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
+    web = TestClient(create_app(appliance, runner, hosts=HOSTS), base_url="http://localhost")
     for mode, code in (("always", 409), ("push_to_talk", 409), ("trigger", 200)):
         live.activation = Activation(mode)  # type: ignore[assignment]
         assert web.post("/api/trigger").status_code == code, mode

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from edgevoice.admin.app import create_app
+from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import AdminServer
 from tests.admin_fakes import NEW_FACTS, OLD_FACTS, FakeAppliance
@@ -76,7 +77,8 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str
     runner = SelftestRunner(lambda folder: [sys.executable, "-c", ""])
     token = TOKEN if getattr(request, "param", False) else None
     listen = f"127.0.0.1:{_free_port()}"
-    server = AdminServer(create_app(appliance, runner, token=token), listen, token=token is not None)
+    app = create_app(appliance, runner, hosts=ServedHosts.for_listen(listen), token=token)
+    server = AdminServer(app, listen, token=token is not None)
     try:
         yield f"http://{listen}", appliance
     finally:
@@ -112,6 +114,20 @@ def test_the_editor_shows_the_reloaded_file(served: tuple[str, FakeAppliance], t
     assert httpx2.put(f"{url}/api/knowledge", content=NEW_FACTS.encode(), timeout=30).json()["ok"]
     dom = chromium(f"{url}/", tmp_path, "--dump-dom").stdout
     assert "Is there a cloakroom?" in dom and appliance.reloads == 1
+
+
+def test_a_browser_sent_to_a_rebound_name_gets_nothing(served: tuple[str, FakeAppliance], tmp_path: Path) -> None:
+    """DNS rebinding as the browser meets it: attacker.example resolves to 127.0.0.1 (chromium's resolver rules), so
+    the browser reaches the page, but asks for it by the attacker's name."""
+    url, appliance = served
+    port = url.rpartition(":")[2]
+    rebound = "--host-resolver-rules=MAP attacker.example 127.0.0.1"
+    dom = chromium(f"http://attacker.example:{port}/", tmp_path, rebound, "--dump-dom").stdout
+    assert "admin_host_not_served" in dom and 'id="status"' not in dom and "We open at nine" not in dom
+    dom = chromium(f"http://attacker.example:{port}/api/knowledge", tmp_path, rebound, "--dump-dom").stdout
+    assert "admin_host_not_served" in dom and "We open at nine" not in dom
+    assert "We open at nine" in chromium(f"{url}/", tmp_path, "--dump-dom").stdout  # its own name still works
+    assert appliance.reloads == 0 and appliance.knowledge_text() == OLD_FACTS
 
 
 @pytest.mark.parametrize("served", [True], indirect=True)

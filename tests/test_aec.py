@@ -21,13 +21,13 @@ import numpy.typing as npt
 import pytest
 import soxr
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.aec import CAPTURE_DELAY, EchoCanceller
 from edgevoice.audio.files import read_audio
 from edgevoice.errors import EdgeVoiceError
 
 pytest.importorskip("livekit.rtc")
 
-RATE = 16000
 FRAME = RATE // 100
 SPEECH = Path(__file__).resolve().parents[1] / "samples" / "question.wav"
 Audio = npt.NDArray[np.float32]

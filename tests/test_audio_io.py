@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pytest
 import soxr
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.pulse import PulseServer
 from edgevoice.audio.streams import InputStream, OutputStream, SampleFormat, list_devices
 from edgevoice.errors import AudioDeviceError
@@ -25,7 +26,6 @@ pytest.importorskip("pyaudio")
 
 pulse = conftest_audio.pulse  # the fixture, for this module even before tests/conftest.py imports it
 
-RATE = 16000
 Audio = npt.NDArray[np.float32]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
@@ -38,7 +39,6 @@ from tests.waiting import poll
 
 pytestmark = pytest.mark.models
 
-RATE = 16000
 rng = np.random.default_rng(7)
 
 

@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from edgevoice.bench.idle import TICKS, ThreadTime, format_idle, parse_stat, room_noise, summarize, thread_times, window
+from edgevoice.bench.idle import format_idle, room_noise, summarize
+from edgevoice.selftest.cpu import TICKS, ThreadTime, parse_stat, thread_times, window
 
 
 def test_parse_stat_reads_utime_and_stime_even_when_the_name_holds_spaces_and_parentheses() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgevoice.bench.audio_set import RATE
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.quality_report import format_venues
 from edgevoice.bench.scoring import word_error_rate
 from edgevoice.bench.venue_quality import venue_rows
@@ -54,11 +54,11 @@ def test_a_festival_voice_that_is_not_installed_is_named(monkeypatch: pytest.Mon
 def test_festival_speaks_16_khz_float_audio_of_a_sentences_length(name: str) -> None:
     audio = voice_speaker(name)(SENTENCE)
     assert audio.dtype == np.float32 and audio.ndim == 1
-    seconds = len(audio) / RATE  # 11 words: 2.5 to 5 s at a speaking pace of 130 to 260 words a minute
+    seconds = len(audio) / SAMPLE_RATE  # 11 words: 2.5 to 5 s at a speaking pace of 130 to 260 words a minute
     assert 2.5 <= seconds <= 5.5, seconds
     assert 0.05 <= float(np.max(np.abs(audio))) <= 1.0
     spectrum = np.abs(np.fft.rfft(audio)) ** 2
-    freqs = np.fft.rfftfreq(len(audio), 1 / RATE)
+    freqs = np.fft.rfftfreq(len(audio), 1 / SAMPLE_RATE)
     assert spectrum[(freqs > 100) & (freqs < 4000)].sum() > 0.8 * spectrum.sum()  # speech band, at 16 kHz
 
 

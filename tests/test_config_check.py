@@ -12,8 +12,8 @@ import pytest
 
 from edgevoice import cli
 from edgevoice.config import Config
-from edgevoice.config.check import MASK, check_config, effective_config, masked
 from edgevoice.config.load import config_from_dict, load_config
+from edgevoice.config_check import MASK, check_config, effective_config, masked
 from edgevoice.models.manifest import load_manifest
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
 
 pytest.importorskip("livekit")
-
-RATE = 16000
 
 
 def speechlike(seconds: float, seed: int) -> np.ndarray:

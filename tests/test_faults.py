@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.pulse import PulseServer
 from edgevoice.selftest.appliance import ApplianceProcess, Record
 from tests.conftest import wer
@@ -31,7 +32,6 @@ from tests.conftest import wer
 pytestmark = [pytest.mark.models, pytest.mark.audio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-RATE = 16000
 FALLBACK = "Sorry, could you say that again?"
 QUESTIONS = ("How much is a ticket for a student?", "Where is the whale skeleton?")
 TO_THE_MODEL = "[kiosk]\ndirect_answers = false\n"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from edgevoice.bench.idle import rss_mb
-from edgevoice.live.memory import _malloc_trim, release_freed_memory, resettle, settle
+from edgevoice.memory import _malloc_trim, release_freed_memory, resettle, settle
+from edgevoice.selftest.cpu import rss_mb
 
 CHUNK = 64 * 1024
 """Below glibc's mmap threshold (128 KiB at the start): the chunks come from the heap, not from mmaps of their own."""

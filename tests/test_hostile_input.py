@@ -38,12 +38,13 @@ import soxr
 from edgevoice import cli
 from edgevoice.audio.files import check_output_path, read_audio
 from edgevoice.config import Config
+from edgevoice.config.listen_address import parse_listen
 from edgevoice.config.load import config_from_dict, load_config
 from edgevoice.errors import AudioInputError, ConfigError, EdgeVoiceError, ModelFormatError
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import MAX_LINE_CHARS, parse_knowledge
 from edgevoice.live import metrics as metrics_module
-from edgevoice.live.metrics import Metrics, MetricsExporter, parse_listen
+from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder, check_record_dir
 from edgevoice.models.formats import check_gguf, check_onnx, check_safetensors
 from tests.conftest import config_with_knowledge

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.pulse import PulseServer
 from edgevoice.interfaces import Engines
 from edgevoice.selftest import measure
@@ -20,7 +21,6 @@ from tests.conftest import heard_share, wer
 pytestmark = [pytest.mark.models, pytest.mark.audio]
 
 ROOT = Path(__file__).resolve().parent.parent
-RATE = 16000
 QUESTIONS = (
     "How much is a ticket for a student?",
     "Where is the whale skeleton?",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
@@ -22,8 +23,6 @@ from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial
 from edgevoice.live.loop import VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
-
-RATE = 16000
 
 
 class EnergyVad:

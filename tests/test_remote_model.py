@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from edgevoice.clock import ManualClock
-from edgevoice.config.check import check_config, effective_config
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_config, effective_config
 from edgevoice.engines.factory import hedged_model
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError
@@ -209,6 +209,24 @@ def test_the_remote_wins_when_its_first_clause_beats_the_local_models() -> None:
         assert near.calls == 1 and near.closed_early
     finally:
         model.close()
+
+
+def test_a_remote_reply_shorter_than_its_first_clause_ends_the_reply() -> None:
+    """The end was taken while waiting for the first clause: the reply must not wait for another."""
+    model = HedgedModel(ScriptedModel(["Yes."]), local_model(), hedge_s=WAIT_S)
+    done = threading.Event()
+    text: list[str] = []
+
+    def read() -> None:
+        text.append(reply(model))
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert done.wait(WAIT_S), "the reply never ended"
+    finally:
+        model.close()
+    assert text == ["Yes."] and model.answered_by == Answered("remote")
 
 
 def test_a_remote_failing_after_its_first_clause_ends_the_reply_there() -> None:

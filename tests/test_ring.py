@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.ring import RingStats, SharedRing
 from edgevoice.errors import ConfigError, EdgeVoiceError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHM = Path("/dev/shm")
 PREFIX = f"evtest_{os.getpid()}_"
-RATE = 16_000
 MakeRing = Callable[..., SharedRing]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.pipeline import answered_by
 from edgevoice.config import Config
 from edgevoice.engines.factory import build_kiosk
@@ -28,7 +29,7 @@ from edgevoice.selftest.report import (
     table,
 )
 from edgevoice.selftest.session import SessionResult
-from edgevoice.selftest.utterances import KIOSK_VOICE, PAUSE_S, RATE, UTTERANCES, Utterance
+from edgevoice.selftest.utterances import KIOSK_VOICE, PAUSE_S, UTTERANCES, Utterance
 from edgevoice.trace import STAGE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,24 +107,29 @@ def test_the_waterfall_chart_is_a_png_with_a_row_per_turn(tmp_path: Path) -> Non
 def test_utterances_are_found_by_their_sound_whatever_the_echo_around_them_does() -> None:
     # a microphone recording: two questions, each followed by a loud reply echoed back at a delay no fixed echo
     # model predicts (a loaded PulseAudio loopback moves it), and a third question that never reached the recording
-    first, second, lost = (np.concatenate([np.zeros(RATE // 2, np.float32), u.audio()]) for u in UTTERANCES[:3])
+    first, second, lost = (np.concatenate([np.zeros(SAMPLE_RATE // 2, np.float32), u.audio()]) for u in UTTERANCES[:3])
     reply = 0.9 * UTTERANCES[5].audio()
-    mic = np.zeros(12 * RATE, np.float32)
-    mic[RATE : RATE + len(first)] += first
-    mic[6 * RATE : 6 * RATE + len(second)] += second
-    for at in (RATE + len(first) + RATE // 2, 6 * RATE + len(second) + RATE // 3):
-        mic[at + RATE // 7 : at + RATE // 7 + len(reply)] += 0.3 * reply  # 143 ms late, -10 dB
-    spans = measure.played_spans(mic, [(first, RATE - 800), (second, 6 * RATE - 3000), (lost, 8 * RATE)], RATE)
+    mic = np.zeros(12 * SAMPLE_RATE, np.float32)
+    mic[SAMPLE_RATE : SAMPLE_RATE + len(first)] += first
+    mic[6 * SAMPLE_RATE : 6 * SAMPLE_RATE + len(second)] += second
+    for at in (SAMPLE_RATE + len(first) + SAMPLE_RATE // 2, 6 * SAMPLE_RATE + len(second) + SAMPLE_RATE // 3):
+        mic[at + SAMPLE_RATE // 7 : at + SAMPLE_RATE // 7 + len(reply)] += 0.3 * reply  # 143 ms late, -10 dB
+    spans = measure.played_spans(
+        mic, [(first, SAMPLE_RATE - 800), (second, 6 * SAMPLE_RATE - 3000), (lost, 8 * SAMPLE_RATE)], SAMPLE_RATE
+    )
 
-    speech = [measure.speech_bounds(clip, RATE) for clip in (first, second)]
-    assert spans[0] == (RATE + speech[0][0], RATE + speech[0][1])
-    assert spans[1] == (6 * RATE + speech[1][0], 6 * RATE + speech[1][1])
+    speech = [measure.speech_bounds(clip, SAMPLE_RATE) for clip in (first, second)]
+    assert spans[0] == (SAMPLE_RATE + speech[0][0], SAMPLE_RATE + speech[0][1])
+    assert spans[1] == (6 * SAMPLE_RATE + speech[1][0], 6 * SAMPLE_RATE + speech[1][1])
     assert spans[2] is None
     # replies on the speaker side, recorded 100 samples ahead of the microphone: each pairs with its question
     offset = 100
     first_end, second_end = spans[0][1], spans[1][1]
-    replies = [(first_end + RATE // 2 - offset, first_end + RATE - offset), (second_end + 4000 - offset, 11 * RATE)]
-    assert measure.reply_latencies(spans, replies, offset, RATE) == [0.5, 0.25, None]
+    replies = [
+        (first_end + SAMPLE_RATE // 2 - offset, first_end + SAMPLE_RATE - offset),
+        (second_end + 4000 - offset, 11 * SAMPLE_RATE),
+    ]
+    assert measure.reply_latencies(spans, replies, offset, SAMPLE_RATE) == [0.5, 0.25, None]
 
 
 @pytest.mark.models
@@ -175,7 +181,7 @@ def test_the_bundled_set_has_other_voices_and_pauses_in_mid_sentence() -> None:
     paused = [u for u in UTTERANCES if u.paused]
     assert len(paused) >= 2 and all("|" not in u.text and len(u.parts) == 2 for u in paused)
     for u in paused:  # the recording holds the pause inside its speech, and no other as long
-        gaps = np.diff(measure.loud_frames(u.audio(), RATE)) - 1  # quiet 10 ms frames between two loud ones
+        gaps = np.diff(measure.loud_frames(u.audio(), SAMPLE_RATE)) - 1  # quiet 10 ms frames between two loud ones
         assert abs(gaps.max() / 100 - PAUSE_S) < 0.1, (u.name, gaps.max())
         assert np.sort(gaps)[-2] / 100 < PAUSE_S / 2, u.name
 

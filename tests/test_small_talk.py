@@ -189,7 +189,7 @@ def test_the_config_names_the_phrase_file(tmp_path: Path) -> None:
 
 
 def test_the_config_check_reports_a_bad_phrase_file(tmp_path: Path) -> None:
-    from edgevoice.config.check import check_config
+    from edgevoice.config_check import check_config
 
     own = tmp_path / "talk.toml"
     own.write_text("[kinds.greeting]\npatterns = ['(hi']\nreplies = ['Hi!']\n", encoding="utf-8")

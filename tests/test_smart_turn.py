@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.engines.smart_turn_onnx import SmartTurn, smart_turn_features
 from edgevoice.models.distributions import fetch_distribution
 from edgevoice.models.manifest import load_manifest
 from edgevoice.paths import default_download_cache
 
-RATE = 16000
 REFERENCE = "pipecat/audio/turn/smart_turn/_whisper_features.py"
 
 

@@ -25,18 +25,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from edgevoice.bench.idle import rss_mb
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
 from edgevoice.reply.responder import ReplyTrace
+from edgevoice.selftest.cpu import rss_mb
 from edgevoice.selftest.utterances import KIOSK_VOICE, UTTERANCES
 from tests.loop_harness import running_loop
 from tests.waiting import poll
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
-RATE = 16000
 TURNS = int(os.environ.get("EDGEVOICE_SOAK_TURNS", "120"))
 WARM_UP = 20
 RSS_GROWTH_LIMIT_MB = 15.0

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.engines.speech_evidence import SPEECH_MS, speech_evidence
 from edgevoice.engines.whispercpp import DEFAULT_PHANTOM_PHRASES, SAID_PHANTOM_PHRASES, WhisperCppRecognizer
-
-RATE = 16000
 
 
 def _syllables(seconds: float, level: float = 0.1, rate_hz: float = 4.0) -> np.ndarray:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edgevoice.bench.idle import thread_times
 from edgevoice.live.loop import named
+from edgevoice.selftest.cpu import thread_times
 from edgevoice.thread_names import NAME_BYTES, name_this_thread
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread kernel names are Linux's")

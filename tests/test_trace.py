@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.timing import PullLog
 from edgevoice.trace import MARKS, STAGE_NAMES, TurnTimeline, percentile, speech_end_index
-
-RATE = 16000
 
 
 def timeline(**offsets_ms: float) -> TurnTimeline:

@@ -1,11 +1,11 @@
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.config import VadConfig
 from edgevoice.events import Segment
 from edgevoice.listen.vad import find_speech, speech_segments, utterance_span
 
 FRAME = 512
-RATE = 16000
 
 
 def segs(probs: list[float], **kw: int) -> list[tuple[int, int]]:

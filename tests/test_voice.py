@@ -53,10 +53,10 @@ def test_sentences_of_every_length_do_not_grow_the_voices_memory(store) -> None:
     with the plans kept, +1 to +2 MB without."""
     import os
 
-    from edgevoice.bench.idle import rss_mb
     from edgevoice.config import Config
     from edgevoice.engines.factory import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.selftest.cpu import rss_mb
 
     words = LONG_SENTENCE.split()
     sentences = [" ".join(words[:n]) + "." for n in (3, 6, 9, 12, 15, 18, 5, 8, 11, 14, 17, 20)]

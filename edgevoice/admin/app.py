@@ -1,29 +1,42 @@
 """The admin web app (Starlette): status, the last turns, the knowledge editor with its reload, the self-test and
 a trigger, over a narrow :class:`Appliance` face of the running kiosk (a ten-line fake in the tests).
 
-With a token (``[admin] token_file``) every route but the login form asks for it: ``Authorization: Bearer <token>``
-or the cookie the login form sets; both are compared in constant time. A request that changes something (POST,
-PUT) is refused when the browser says it comes from another site (its ``Origin`` is not the page's own host): on
-loopback without a token, a page on any site the kiosk's browser opens could otherwise post a new knowledge file.
+Every request must name a host the page serves, and a change asked by a browser must come from a page of it
+(:class:`~edgevoice.admin.hosts.HostGuard`, before any route): on loopback without a token, a page on any site the
+kiosk's browser opens could otherwise post a new knowledge file, directly or through a name re-pointed at
+127.0.0.1. With a token (``[admin] token_file``) every route but the login form asks for it: ``Authorization:
+Bearer <token>`` or the cookie the login form sets; both are compared in constant time. Errors under ``/api/`` are
+``{"error": {"code", "message"}}`` (:mod:`edgevoice.admin.api_errors`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from edgevoice.admin import pages
-from edgevoice.admin.knowledge_file import save_and_reload
+from edgevoice.admin.api_errors import (
+    error_response,
+    handle_exception,
+    handle_http_exception,
+    kiosk_error,
+    status_of,
+)
+from edgevoice.admin.hosts import HostGuard, ServedHosts
+from edgevoice.admin.knowledge_file import decode_text, save_and_reload
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
@@ -66,8 +79,12 @@ class Appliance(Protocol):
         ...
 
 
-def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | None = None) -> Starlette:
-    """The admin app; ``token``: the one every request must bring (None: none, for loopback and Unix sockets)."""
+def create_app(
+    appliance: Appliance, selftest: SelftestRunner, *, hosts: ServedHosts, token: str | None = None
+) -> Starlette:
+    """The admin app answering for ``hosts`` only; ``token``: the one every request must bring (None: none, for
+    loopback and Unix sockets)."""
+    saving = asyncio.Lock()  # saves wait their turn here, not on a worker thread the status page needs
 
     def authorized(request: Request) -> bool:
         if token is None:
@@ -78,22 +95,13 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
 
     def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def check(request: Request) -> Response:
-            if not same_site(request):
-                return JSONResponse({"error": "a request from another site"}, status_code=403)
             if authorized(request):
                 return await endpoint(request)
             if request.url.path.startswith("/api/"):
-                return JSONResponse({"error": "a token is needed (Authorization: Bearer ...)"}, status_code=401)
+                return error_response("admin_token_needed", "a token is needed (Authorization: Bearer <token>)")
             return RedirectResponse("/login", status_code=303)
 
         return check
-
-    def same_site(request: Request) -> bool:
-        """A change asked by a page of this app, a script or curl (no ``Origin``), not by a page of another site."""
-        origin = request.headers.get("origin")
-        if request.method in ("GET", "HEAD") or origin is None:
-            return True
-        return urlsplit(origin).netloc == request.headers.get("host", "")
 
     def visible_turns() -> list[dict[str, object]]:
         hide = not appliance.log_transcripts
@@ -125,31 +133,40 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
                 return None
         return b"".join(chunks)
 
-    async def form(request: Request) -> dict[str, str] | None:
-        """The url-encoded form's fields; None when it is larger than :data:`MAX_FORM_BYTES` (read no further)."""
+    async def form(request: Request) -> dict[str, bytes] | None:
+        """The url-encoded form's fields as the bytes sent (decoded by whoever reads one: the knowledge is refused
+        when it is not UTF-8); None when the form is larger than :data:`MAX_FORM_BYTES` (read no further)."""
         body = await bounded_body(request)
         if body is None:
             return None
-        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-        return {k: v[0] for k, v in fields.items()}
+        fields = parse_qsl(body.decode("latin-1"), keep_blank_values=True, encoding="latin-1")  # byte for byte
+        return {k: v.encode("latin-1") for k, v in reversed(fields)}  # the first of a repeated field
 
     too_large = PlainTextResponse("the form is too large", status_code=413)
 
-    def save(text: str) -> dict[str, object]:
-        """Write and reload; the outcome as JSON (``ok`` false: the message names the file and line)."""
+    def save(data: bytes) -> dict[str, object]:
+        """Decode, write and reload (:class:`EdgeVoiceError` naming the file and line); the outcome as JSON."""
         path = appliance.knowledge_path
         if path is None:
-            return {"ok": False, "error": "no [kiosk] knowledge_file is configured: the knowledge is not editable"}
-        try:
-            saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter)
-        except EdgeVoiceError as exc:
-            return {"ok": False, "error": exc.message}
+            raise EdgeVoiceError(
+                "no [kiosk] knowledge_file is configured: the knowledge is not editable", code="knowledge_not_editable"
+            )
+        text = decode_text(data, f"kiosk.knowledge_file = {str(path)!r}")
+        saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter)
         return {
             "ok": True,
             "entries": saved.entries,
             "warnings": list(saved.warnings),
             "reload_ms": round(saved.reload_ms, 1),
         }
+
+    async def save_in_turn(data: bytes) -> dict[str, object] | EdgeVoiceError:
+        """:func:`save`, one at a time, on a worker thread; an error returned."""
+        async with saving:
+            try:
+                return await run_in_threadpool(save, data)
+            except EdgeVoiceError as exc:
+                return exc
 
     # -- HTML -------------------------------------------------------------------------------------------------------
     async def index(request: Request) -> Response:
@@ -159,15 +176,17 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         fields = await form(request)
         if fields is None:
             return too_large
-        text = fields.get("text", "")
-        result = await run_in_threadpool(save, text)
-        if result["ok"]:
-            warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
-            message = f"Saved and reloaded in {result['reload_ms']} ms: {result['entries']} entries." + (
-                f" Warnings: {warnings}" if warnings else ""
-            )
-            return await run_in_threadpool(page, message)
-        return await run_in_threadpool(page, f"Not saved: {result['error']}", True, text, 422)
+        data = fields.get("text", b"")
+        result = await save_in_turn(data)
+        if isinstance(result, EdgeVoiceError):
+            shown = data.decode("utf-8", "replace")  # for the editor only: nothing was written
+            message = f"Not saved: {result.message}"
+            return await run_in_threadpool(page, message, True, shown, status_of(result))
+        warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
+        message = f"Saved and reloaded in {result['reload_ms']} ms: {result['entries']} entries." + (
+            f" Warnings: {warnings}" if warnings else ""
+        )
+        return await run_in_threadpool(page, message)
 
     async def selftest_form(request: Request) -> Response:
         selftest.start()
@@ -179,8 +198,8 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         fields = await form(request)
         if fields is None:
             return too_large
-        given = fields.get("token", "")
-        if token is None or hmac.compare_digest(given.encode(), token.encode()):
+        given = fields.get("token", b"")
+        if token is None or hmac.compare_digest(given, token.encode()):
             response = RedirectResponse("/", status_code=303)
             if token is not None:
                 response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
@@ -199,20 +218,21 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
             return PlainTextResponse(await run_in_threadpool(appliance.knowledge_text))
         body = await bounded_body(request)
         if body is None:
-            return JSONResponse({"ok": False, "error": "too large"}, status_code=413)
-        result = await run_in_threadpool(save, body.decode("utf-8", "replace"))
-        return JSONResponse(result, status_code=200 if result["ok"] else 422)
+            return error_response("admin_too_large", f"the knowledge sent is over {MAX_FORM_BYTES:,} bytes")
+        result = await save_in_turn(body)
+        return kiosk_error(result) if isinstance(result, EdgeVoiceError) else JSONResponse(result)
 
     async def api_selftest(request: Request) -> Response:
         if request.method == "GET":
             return JSONResponse(selftest.state().as_json())
-        started = selftest.start()
-        return JSONResponse(selftest.state().as_json(), status_code=202 if started else 409)
+        if not selftest.start():
+            return error_response("selftest_running", "a self-test is running; one runs at a time")
+        return JSONResponse(selftest.state().as_json(), status_code=202)
 
     async def api_trigger(request: Request) -> Response:
         if await run_in_threadpool(appliance.trigger):
             return JSONResponse({"ok": True})
-        return JSONResponse({"ok": False, "error": "the activation mode has no trigger"}, status_code=409)
+        return error_response("trigger_unavailable", "the activation mode takes no trigger ([activation] mode)")
 
     routes = [
         Route("/", guarded(index)),
@@ -225,4 +245,12 @@ def create_app(appliance: Appliance, selftest: SelftestRunner, *, token: str | N
         Route("/api/selftest", guarded(api_selftest), methods=["GET", "POST"]),
         Route("/api/trigger", guarded(api_trigger), methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(HostGuard, hosts=hosts)],
+        exception_handlers={
+            HTTPException: handle_http_exception,
+            EdgeVoiceError: handle_exception,
+            Exception: handle_exception,
+        },
+    )

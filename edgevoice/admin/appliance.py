@@ -10,22 +10,58 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from edgevoice.admin.listen import effective_admin_listen, read_token
 from edgevoice.config import Config
+from edgevoice.config.admin_listen import effective_admin_listen, read_token
 from edgevoice.errors import EdgeVoiceError
 
 if TYPE_CHECKING:
     from edgevoice.admin.selftest_runner import SelftestRunner
     from edgevoice.admin.server import AdminServer
     from edgevoice.converse import Assistant
-    from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.live.service import ServiceMonitor
 
 log = logging.getLogger(__name__)
 
 TURNS_KEPT = 20
+
+
+class ServiceState(Protocol):
+    """What the page shows of the service (``edgevoice.live.service.ServiceMonitor``, which sits above this page)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def turns(self) -> int: ...
+
+
+class _Output(Protocol):
+    @property
+    def fallbacks(self) -> int: ...
+
+
+class _Loop(Protocol):
+    @property
+    def errors(self) -> Sequence[object]: ...
+    @property
+    def barge_ins(self) -> int: ...
+    @property
+    def output(self) -> _Output: ...
+
+
+class _Xruns(Protocol):
+    def as_dict(self) -> dict[str, object]: ...
+
+
+class RunningLoop(Protocol):
+    """What the page shows of the running loop (``edgevoice.live.assistant.LiveAssistant``, which starts this page
+    and so is passed in, not imported)."""
+
+    @property
+    def loop(self) -> _Loop: ...
+    def xruns(self) -> _Xruns: ...
 
 
 def model_checksums(config: Config) -> dict[str, dict[str, str]]:
@@ -53,8 +89,8 @@ class LiveAppliance:
         self,
         config: Config,
         assistant: Assistant,
-        monitor: ServiceMonitor,
-        live: Callable[[], LiveAssistant | None],
+        monitor: ServiceState,
+        live: Callable[[], RunningLoop | None],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -135,6 +171,7 @@ def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
     """The admin page as ``[admin]`` configures it (the service's socket by default); None when it is off or cannot
     listen (logged: the kiosk answers without it)."""
     from edgevoice.admin.app import create_app
+    from edgevoice.admin.hosts import ServedHosts
     from edgevoice.admin.selftest_runner import SelftestRunner, selftest_command
     from edgevoice.admin.server import AdminServer
 
@@ -142,8 +179,11 @@ def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
     if not listen:
         return None
     token = read_token(config.admin.token_file) if config.admin.token_file else None
+    hosts = ServedHosts.for_listen(listen, config.admin.hosts)
+    if listen.rpartition(":")[0] in ("0.0.0.0", "[::]") and not config.admin.hosts:
+        log.warning("admin page: on %s it answers to loopback names only until [admin] hosts names others", listen)
     selftest = SelftestRunner(selftest_command(config.source))
-    app = create_app(appliance, selftest, token=token)
+    app = create_app(appliance, selftest, hosts=hosts, token=token)
     try:
         server = AdminServer(app, listen, token=token is not None)
     except (OSError, EdgeVoiceError) as exc:

@@ -1,17 +1,25 @@
 """The knowledge file as the admin page edits it: checked before it is written, written atomically, the previous
-version kept beside it as ``<name>.bak`` and put back when the kiosk cannot load the new one."""
+version kept beside it as ``<name>.bak`` and put back when the kiosk cannot load the new one.
+
+One save at a time (:data:`SAVING`): a save's "previous version" is then the one the kiosk has loaded, so that what
+is on disk and what the kiosk answers from agree after every save, whichever of several at once fails.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgevoice.atomic_write import atomic_write
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
+
+SAVING = threading.Lock()
+"""Held by :func:`save_and_reload` from reading the previous file until the kiosk has loaded the new one (or the
+previous one is back)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,20 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
+def decode_text(data: bytes, source: str) -> str:
+    """``data`` as UTF-8 text; :class:`ConfigError` coded ``knowledge_not_utf8`` naming the line and byte offset of
+    the first byte that is not (as the command line refuses such a file), never a replacement character."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{source}: the text is not UTF-8: line {line}, byte {exc.start} ({data[exc.start : exc.end]!r}); "
+            "nothing was written (save it as UTF-8)",
+            code="knowledge_not_utf8",
+        ) from None
+
+
 def check_text(text: str, source: str) -> tuple[int, list[str]]:
     """The number of entries in ``text`` and its warnings; :class:`ConfigError` (naming ``source`` and the line) when
     it cannot be read as knowledge."""
@@ -40,40 +62,60 @@ def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one rename (a reader sees the old file or the new, never a part), its
     mode kept."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, data, mode=mode, fsync=True)
 
 
 def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: Callable[[], float]) -> Saved:
-    """Check ``text``, keep the current file as ``.bak``, write ``text`` and ``reload`` the kiosk from it.
+    """Check ``text``, keep the current file as ``.bak``, write ``text`` and ``reload`` the kiosk from it; one save
+    at a time in this process (:data:`SAVING`).
 
-    Nothing is written when ``text`` is invalid; when ``reload`` fails the previous file is put back (and stays the
-    kiosk's). Errors are :class:`ConfigError` naming the file and, for a text that does not parse, the line."""
+    Nothing is written when ``text`` is invalid; when ``reload`` fails the previous file and its ``.bak`` are put
+    back (and the previous file stays the kiosk's). Errors are :class:`ConfigError` naming the file and, for a text
+    that does not parse, the line."""
     source = f"kiosk.knowledge_file = {str(path)!r}"
-    count, warnings = check_text(text.replace("\r\n", "\n"), source)
-    try:
-        previous = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
-    try:
-        write_atomically(backup_path(path), previous)
-        write_atomically(path, text.replace("\r\n", "\n").encode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot write it ({exc.strerror}); see docs/admin.md") from None
-    t0 = clock()
-    try:
-        reload()
-    except Exception:
-        write_atomically(path, previous)  # the kiosk still answers from the previous file: keep them the same
-        raise
-    return Saved(count, tuple(warnings), (clock() - t0) * 1000)
+    text = text.replace("\r\n", "\n")
+    count, warnings = check_text(text, source)
+    with SAVING:
+        try:
+            previous = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
+        backup = backup_path(path)
+        try:
+            previous_backup: bytes | None = backup.read_bytes()
+        except FileNotFoundError:
+            previous_backup = None
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read {backup.name} ({exc.strerror})") from None
+        try:
+            write_atomically(backup, previous)
+            write_atomically(path, text.encode("utf-8"))  # replaced in one rename, or not at all
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                _put_back_backup(backup, previous_backup)
+            raise ConfigError(f"{source}: cannot write it ({exc.strerror}); see docs/admin.md") from None
+        t0 = clock()
+        try:
+            reload()
+        except BaseException as exc:
+            try:  # the kiosk still answers from the previous file: the file must say the same
+                write_atomically(path, previous)
+                _put_back_backup(backup, previous_backup)
+            except OSError as put:
+                raise ConfigError(
+                    f"{source}: the kiosk could not load the new text and the previous file could not be written "
+                    f"back ({put.strerror}): the kiosk answers from the previous version, the file holds the new "
+                    f"one, {backup.name} the previous one",
+                    code="knowledge_not_restored",
+                ) from exc
+            raise
+        return Saved(count, tuple(warnings), (clock() - t0) * 1000)
+
+
+def _put_back_backup(backup: Path, previous_backup: bytes | None) -> None:
+    """The ``.bak`` as it was before a save that did not happen."""
+    if previous_backup is None:
+        with contextlib.suppress(FileNotFoundError):
+            backup.unlink()
+    else:
+        write_atomically(backup, previous_backup)

@@ -12,7 +12,7 @@ import stat
 import threading
 from typing import Any
 
-from edgevoice.admin.listen import parse_admin_listen
+from edgevoice.config.admin_listen import parse_admin_listen
 from edgevoice.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from typing import Any, Self
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import EdgeVoiceError
 
 FloatAudio = npt.NDArray[np.float32]
@@ -49,7 +50,7 @@ class EchoCanceller:
 
     def __init__(
         self,
-        sample_rate: int = 16000,
+        sample_rate: int = SAMPLE_RATE,
         *,
         noise_suppression: bool = True,
         high_pass_filter: bool = False,

@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
@@ -27,8 +28,7 @@ from edgevoice.interfaces import FloatAudio
 
 log = logging.getLogger(__name__)
 
-RATE = 16000
-FRAME = RATE // 100
+FRAME = SAMPLE_RATE // 100
 """10 ms: the echo canceller's frame, and the gate's."""
 
 
@@ -106,7 +106,7 @@ class NearEndGate:
             return
         if playback.paused:
             self._paused_for += len(cleaned)
-            if self._paused_for >= self.confirm_s * RATE:
+            if self._paused_for >= self.confirm_s * SAMPLE_RATE:
                 log.info("barge-in not confirmed by the VAD: resuming the reply")
                 playback.paused = False
                 self._loud = 0
@@ -149,7 +149,7 @@ class CaptureFrontEnd:
         """NaN or infinite samples from the device, replaced by silence (or full scale) before anything used them."""
         self._pending = np.zeros(0, dtype=np.float32)
         self._received = 0
-        self._anchor = SampleAnchor(RATE)
+        self._anchor = SampleAnchor(SAMPLE_RATE)
         self._delay = echo.delay if echo is not None else 0
 
     def adc_time_of(self, ring_index: float) -> float | None:
@@ -158,7 +158,7 @@ class CaptureFrontEnd:
 
     def resync(self) -> None:
         """A new input stream: forget the old stream's timing (its ADC times do not continue the new one's)."""
-        self._anchor = SampleAnchor(RATE)
+        self._anchor = SampleAnchor(SAMPLE_RATE)
 
     def __call__(self, frames: FloatAudio, t_adc: float = 0.0) -> None:
         if not np.isfinite(frames).all():  # a float device gone wrong: never let NaN reach the canceller or models

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.aec import EchoCanceller
 from edgevoice.audio.ring import SharedRing
 from edgevoice.interfaces import FloatAudio
 
-RATE = 16000
-FRAME = RATE // 100
+FRAME = SAMPLE_RATE // 100
 REFERENCE_KEPT_S = 0.2
 """On a restart, the reference older than this is dropped: longer than any output plus input latency, shorter than
 what queues while one stream is gone and the other is back (a second)."""
@@ -73,9 +73,9 @@ class EchoPath:
         self._reply = ReplyEcho()
 
     def _new_resampler(self) -> soxr.ResampleStream | None:
-        if self.reference_rate == RATE:
+        if self.reference_rate == SAMPLE_RATE:
             return None
-        return soxr.ResampleStream(self.reference_rate, RATE, 1, dtype="float32", quality="HQ")
+        return soxr.ResampleStream(self.reference_rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
 
     def restart(self) -> None:
         """A stream was reopened: the echo path is a new one (another device, other latencies), so start over as at
@@ -135,7 +135,7 @@ class EchoPath:
     def settling(self) -> bool:
         """Whether the canceller has heard less than :data:`SETTLING_S` of the kiosk's voice since it (re)started:
         its residue may still come near the barge-in level."""
-        return self.heard < SETTLING_S * RATE
+        return self.heard < SETTLING_S * SAMPLE_RATE
 
     @property
     def delay(self) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.devices import DeviceInfo as DeviceInfo  # re-exported: part of this module's API
 from edgevoice.audio.devices import SampleFormat
 from edgevoice.audio.devices import list_devices as list_devices
@@ -40,8 +41,6 @@ AudioSink = Callable[[FloatAudio, float], None]
 """``on_audio(frames, t_adc)``: mono float32 at the model rate; ``t_adc`` is the ADC time of ``frames[0]``."""
 AudioSource = Callable[[int], npt.NDArray[np.floating[Any]]]
 """``source(n)``: up to ``n`` mono samples at the source rate; fewer (even none) when it has nothing to play."""
-
-MODEL_RATE = 16000
 
 
 class InputStream(Stream):
@@ -59,7 +58,7 @@ class InputStream(Stream):
         *,
         device: str | int | None = None,
         rate: int | None = None,
-        out_rate: int = MODEL_RATE,
+        out_rate: int = SAMPLE_RATE,
         frame_ms: float = 10.0,
         sample_format: SampleFormat = "int16",
         channels: int = 1,
@@ -135,7 +134,7 @@ class OutputStream(Stream):
         self,
         source: AudioSource,
         *,
-        source_rate: int = MODEL_RATE,
+        source_rate: int = SAMPLE_RATE,
         device: str | int | None = None,
         rate: int | None = None,
         frame_ms: float = 10.0,

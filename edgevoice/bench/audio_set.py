@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.files import to_model_rate
 
 __all__ = ["VOICES", "Voice", "mix_at_snr", "non_speech_clips", "pink_noise", "speech_power", "with_pauses"]
 
 FloatAudio = npt.NDArray[np.float32]
-RATE = 16000
 FRAME = 400  # 25 ms at 16 kHz
 ACTIVE_DB = 30.0
 
@@ -41,7 +41,7 @@ class Voice:
     def render(self, synthesize: Callable[[str, float], tuple[FloatAudio, int]], text: str) -> FloatAudio:
         """``text`` spoken by this voice at 16 kHz; ``synthesize(text, length_scale)`` gives (audio, rate)."""
         audio, rate = synthesize(text, self.tempo * self.pitch)
-        return to_model_rate(audio, round(rate * self.pitch), RATE)
+        return to_model_rate(audio, round(rate * self.pitch), SAMPLE_RATE)
 
 
 VOICES: tuple[Voice, ...] = (
@@ -54,7 +54,7 @@ VOICES: tuple[Voice, ...] = (
 def with_pauses(speech: FloatAudio, before: float = 0.6, after: float = 0.8) -> FloatAudio:
     """The utterance with silence around it, as a visitor's turn reaches the recognizer."""
     return np.concatenate(
-        [np.zeros(int(before * RATE), np.float32), speech, np.zeros(int(after * RATE), np.float32)]
+        [np.zeros(int(before * SAMPLE_RATE), np.float32), speech, np.zeros(int(after * SAMPLE_RATE), np.float32)]
     ).astype(np.float32)
 
 
@@ -72,7 +72,7 @@ def speech_power(audio: FloatAudio) -> float:
 def pink_noise(n: int, rng: np.random.Generator) -> FloatAudio:
     """Pink noise (power falling 3 dB per octave, 20 Hz - 8 kHz), unit RMS."""
     spectrum = rng.standard_normal(n // 2 + 1) + 1j * rng.standard_normal(n // 2 + 1)
-    freqs = np.fft.rfftfreq(n, 1 / RATE)
+    freqs = np.fft.rfftfreq(n, 1 / SAMPLE_RATE)
     spectrum *= np.where(freqs >= 20.0, 1.0 / np.sqrt(np.maximum(freqs, 20.0)), 0.0)
     noise = np.fft.irfft(spectrum, n)
     return (noise / np.sqrt(np.mean(noise**2))).astype(np.float32)
@@ -91,8 +91,8 @@ def mix_at_snr(clean: FloatAudio, snr_db: float, rng: np.random.Generator) -> tu
 
 def non_speech_clips(rng: np.random.Generator, seconds: float = 3.0) -> dict[str, FloatAudio]:
     """Sounds a kiosk hears when nobody speaks to it: where Whisper invents "Thank you." and subtitle credits."""
-    n = int(seconds * RATE)
-    t = np.arange(n) / RATE
+    n = int(seconds * SAMPLE_RATE)
+    t = np.arange(n) / SAMPLE_RATE
     clicks = np.zeros(n)
     for start in rng.integers(0, n - 800, 6):
         clicks[start : start + 800] += rng.standard_normal(800) * np.exp(-np.arange(800) / 120.0) * 0.5

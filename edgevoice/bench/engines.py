@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgevoice import data
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.config import Config
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import FloatAudio
@@ -80,7 +81,7 @@ def measure_asr(
     from edgevoice.bench.scoring import corpus_wer
 
     recognizer.threads, recognizer.audio_ctx = threads, audio_ctx
-    seconds = sum(len(a) for _, a in clips) / 16000
+    seconds = sum(len(a) for _, a in clips) / SAMPLE_RATE
     texts: list[str] = []
 
     def run() -> None:

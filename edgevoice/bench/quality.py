@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from edgevoice import data
-from edgevoice.bench.audio_set import RATE, VOICES, Voice, mix_at_snr, non_speech_clips, with_pauses
+from edgevoice.audio import SAMPLE_RATE
+from edgevoice.bench.audio_set import VOICES, Voice, mix_at_snr, non_speech_clips, with_pauses
 from edgevoice.bench.quality_answers import answer_all
 from edgevoice.bench.quality_set import IN_KNOWLEDGE, OUT_OF_KNOWLEDGE, Question
 from edgevoice.bench.scoring import corpus_wer, words
@@ -123,7 +124,8 @@ def run_quality(
     try:
         for u in utterances:
             u.speech = utterance_span(
-                find_speech(vad, u.audio, config.vad, sample_rate=RATE), int(config.asr.max_seconds * RATE)
+                find_speech(vad, u.audio, config.vad, sample_rate=SAMPLE_RATE),
+                int(config.asr.max_seconds * SAMPLE_RATE),
             )
     finally:
         vad.close()
@@ -292,7 +294,7 @@ def round_trip(
 
     progress(f"round trip of {len(replies)} replies x {draws}")
     spoken = [normalize_for_speech(r) for r in replies for _ in range(draws)]
-    audio = [to_model_rate(np.concatenate(list(tts.synthesize(s))), tts.sample_rate, RATE) for s in spoken]
+    audio = [to_model_rate(np.concatenate(list(tts.synthesize(s))), tts.sample_rate, SAMPLE_RATE) for s in spoken]
     rows = []
     for name in asr_names:
         rec = open_recognizer(store, config, name)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.quality_set import Question
 from edgevoice.bench.scoring import has_fact, has_markup, is_dont_know, sentence_count, words
 from edgevoice.clock import MonotonicClock
@@ -21,13 +22,11 @@ from edgevoice.reply.responder import ReplyTrace, Responder
 
 __all__ = ["answer_all", "answer_inputs", "conversation_responder", "respond"]
 
-RATE = 16000
-
 
 class _Silent:
     """A synthesizer that speaks nothing audible: the answer benchmark needs the reply text, not its sound."""
 
-    sample_rate = 16000
+    sample_rate = SAMPLE_RATE
 
     def synthesize(self, text: str) -> Iterator[FloatAudio]:
         yield np.zeros(1, dtype=np.float32)
@@ -88,6 +87,7 @@ def conversation_responder(config: Config, kiosk: Kiosk, grounded: GroundedModel
     responder = Responder(
         _NoRecognizer(), grounded, _Silent(), kiosk.prefix, max_tokens=config.llm.max_tokens,
         max_sentences=config.kiosk.max_sentences, clock=clock, unsure_below=config.asr.unsure_below,
+        max_clauses=config.kiosk.max_clauses, max_reply_s=config.kiosk.max_reply_s,
     )  # fmt: skip
     return responder, clock
 
@@ -118,7 +118,7 @@ class _Counter:
 
 
 class _NoRecognizer:
-    sample_rate = RATE
+    sample_rate = SAMPLE_RATE
 
     def transcribe(self, audio: FloatAudio, *, prompt: str = "") -> Transcript:
         raise AssertionError("the answer benchmark gives the responder transcripts")

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from edgevoice.bench.audio_set import RATE, mix_at_snr, with_pauses
+from edgevoice.audio import SAMPLE_RATE
+from edgevoice.bench.audio_set import mix_at_snr, with_pauses
 from edgevoice.bench.quality_answers import conversation_responder, respond
 from edgevoice.bench.scoring import has_fact, invented_values, is_dont_know, is_small_talk_reply
 from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW, KINDS, Question, Venue
@@ -269,7 +270,8 @@ def transcribe_venue(
                     if snr is not None:
                         audio, _ = mix_at_snr(audio, snr, np.random.default_rng([options.seed, vi, ci, qi]))
                     span = utterance_span(
-                        find_speech(vad, audio, config.vad, sample_rate=RATE), int(config.asr.max_seconds * RATE)
+                        find_speech(vad, audio, config.vad, sample_rate=SAMPLE_RATE),
+                        int(config.asr.max_seconds * SAMPLE_RATE),
                     )
                     heard = Transcript("") if span is None else rec.transcribe(audio[span[0] : span[1]], prompt=prompt)
                     texts[qid] = heard

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import soundfile
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.files import to_model_rate
-from edgevoice.bench.audio_set import RATE, VOICES, FloatAudio
+from edgevoice.bench.audio_set import VOICES, FloatAudio
 from edgevoice.errors import ConfigError
 
 __all__ = ["DEFAULT_VOICES", "FESTIVAL", "SpeakFn", "voice_names", "voice_speaker"]
@@ -65,7 +66,7 @@ class _Espeak:
         except FileNotFoundError as exc:
             raise ConfigError("espeak-ng is not installed (Debian: apt-get install espeak-ng)") from exc
         audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="float32")
-        return to_model_rate(np.asarray(audio, np.float32), rate, RATE)
+        return to_model_rate(np.asarray(audio, np.float32), rate, SAMPLE_RATE)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class _Festival:
                     f"install {self.package})"
                 )
             audio, rate = soundfile.read(wav, dtype="float32")
-        return to_model_rate(np.asarray(audio, np.float32), rate, RATE)
+        return to_model_rate(np.asarray(audio, np.float32), rate, SAMPLE_RATE)
 
 
 @cache
@@ -106,7 +107,7 @@ def _hibari() -> Any:
 
 def _hibari_heart(text: str) -> FloatAudio:
     audio = _hibari()(text, seed=0)
-    return to_model_rate(np.asarray(audio, np.float32), 24000, RATE)
+    return to_model_rate(np.asarray(audio, np.float32), 24000, SAMPLE_RATE)
 
 
 def voice_speaker(name: str, piper: Callable[[str, float], tuple[FloatAudio, int]] | None = None) -> SpeakFn:

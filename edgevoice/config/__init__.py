@@ -18,6 +18,10 @@ from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig 
 
 log = logging.getLogger(__name__)
 
+MAX_KNOWLEDGE_BYTES = 2_000_000
+"""The largest knowledge text (UTF-8 bytes): about 20,000 short facts, more than
+:data:`edgevoice.kiosk.knowledge.MAX_ENTRIES` allows."""
+
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
 
 
@@ -179,6 +183,13 @@ class KioskConfig:
     """A file of venue facts (question-and-answer lines, Markdown or TOML [[qa]]); when set it replaces
     ``knowledge``."""
     max_sentences: int = field(default=2, metadata=_rng(1, 5))
+    max_clauses: int = field(default=8, metadata=_rng(1, 40))
+    """The most clauses of one reply, whatever ends them (a comma, a dash, a full stop, or 20 words without a mark):
+    a model that never ends a sentence is stopped here (``max_sentences`` counts only sentences). With ``[llm]
+    max_tokens`` (at most 8 characters a token) and ``max_reply_s``, the bounds every reply is held to
+    (docs/live-loop.md)."""
+    max_reply_s: float = field(default=20.0, metadata=_rng(1.0, 300.0))
+    """The longest a reply is read from the language model (local or remote); it ends there, with what was said."""
     conversation_timeout_s: float = field(default=60.0, metadata=_rng(0.0, 86400.0))
     """After this many seconds without a turn the conversation is forgotten and the next question starts a new
     one: a new visitor's "And on Sundays?" is not read against the last visitor's question, and the model never
@@ -236,7 +247,7 @@ class KioskConfig:
 
 def _check_listen(key: str, value: str) -> None:
     if value and value != "off":
-        from edgevoice.live.metrics import parse_listen
+        from edgevoice.config.listen_address import parse_listen
 
         try:
             parse_listen(value)
@@ -256,9 +267,15 @@ class MetricsConfig:
 
 def _check_admin_listen(key: str, value: str) -> None:
     if value and value != "off":
-        from edgevoice.admin.listen import parse_admin_listen
+        from edgevoice.config.admin_listen import parse_admin_listen
 
         parse_admin_listen(value, token=True)  # a LAN address without a token is refused by AdminConfig
+
+
+def _check_admin_hosts(key: str, value: tuple[str, ...]) -> None:
+    from edgevoice.config.admin_listen import check_hosts
+
+    check_hosts(key, value)
 
 
 @dataclass(frozen=True)
@@ -270,17 +287,20 @@ class AdminConfig:
     token_file: str = ""
     """A file holding the token the page asks for (a header ``Authorization: Bearer <token>`` or its login form);
     required for a listen address that is not loopback; empty: no token (loopback and Unix sockets only)."""
+    hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
+    """More host names the page answers to ("kiosk.local", "kiosk.local:8443"), besides the listen address (and the
+    loopback names on loopback or a Unix socket); a request naming any other Host is refused (docs/admin.md)."""
 
     def __post_init__(self) -> None:
         if self.listen and self.listen != "off" and not self.token_file:
-            from edgevoice.admin.listen import parse_admin_listen
+            from edgevoice.config.admin_listen import parse_admin_listen
 
             parse_admin_listen(self.listen, token=False)
 
 
 def _check_key(key: str, value: str) -> None:
     if value:
-        from edgevoice.live.keys import key_code
+        from edgevoice.config.keys import key_code
 
         key_code(value)
 
@@ -363,8 +383,6 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
-        from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
-
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
             with path.open("rb") as f:
@@ -382,5 +400,6 @@ class Config:
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise ConfigError(
-                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})"
+                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})",
+                code="knowledge_not_utf8",
             ) from None

@@ -7,8 +7,6 @@ that loads.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 
 import tomli_w
 
+from edgevoice.atomic_write import atomic_write
 from edgevoice.config import Config
 from edgevoice.config.load import load_config
 from edgevoice.errors import ConfigError
@@ -47,13 +46,5 @@ def write_config(path: Path | str, overrides: Overrides, *, base: Path | str | N
     if header:
         text = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines()) + "\n" + text
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        load_config(tmp)  # refuses a file that would not load, before it replaces anything
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text, check=load_config)  # a file that would not load replaces nothing
     return load_config(path)

@@ -124,6 +124,13 @@ def _check_value(key: str, value: object, hint: object, meta: types.MappingProxy
         if "check" in meta:
             meta["check"](key, value)
         return value
+    elif hint == tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key} = {value!r}: must be a list of strings")
+        value = tuple(value)
+        if "check" in meta:
+            meta["check"](key, value)
+        return value
     if "range" in meta:
         lo, hi = meta["range"]
         assert isinstance(value, (int, float))

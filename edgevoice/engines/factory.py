@@ -137,6 +137,7 @@ def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
         temperature=c.temperature,
         top_p=c.top_p,
         seed=c.seed,
+        max_reply_s=config.kiosk.max_reply_s,
     )
     log.info("language model: %s, hedged with the local model after %d ms", c.base_url, c.hedge_ms)
     return HedgedModel(remote, local, hedge_s=c.hedge_ms / 1000, first_clause_words=FIRST_CLAUSE_WORDS)

@@ -8,20 +8,19 @@ the pipeline evaluate a prompt prefix ahead of time (at start-up, or while the v
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgevoice.engines.text_turn import TextEndOfTurn, shared_prefix
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
-from edgevoice.events import ChatMessage
+from edgevoice.events import ChatMessage, Cut
 from edgevoice.models.formats import check_gguf
 from edgevoice.native_output import quiet_stderr
 from edgevoice.priority import in_background, should_yield
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
-
-    from edgevoice.engines.text_turn import TextEndOfTurn
 
 
 PREFILL_CHUNK = 64
@@ -30,17 +29,6 @@ be interrupted (shutdown), so no prefill holds the model for long; smaller chunk
 BACKGROUND_PREFILL_CHUNK = 16
 """The same, for a prefill done ahead of time (:func:`edgevoice.priority.background`): it stops between two chunks
 once the critical path needs the cores, so a chunk is what it can hold them up."""
-
-
-def shared_prefix(cached: Iterable[int], tokens: Iterable[int]) -> int:
-    """How many tokens ``cached`` (what a llama.cpp context holds) and ``tokens`` share from their start: those need
-    no evaluation again."""
-    n = 0
-    for a, b in zip(cached, tokens, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
 
 
 class LlamaCppModel:
@@ -96,13 +84,13 @@ class LlamaCppModel:
         self._text_turn: TextEndOfTurn | None = None
         self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
         self._interrupted = threading.Event()
+        self.last_cut: Cut | None = None
+        """:attr:`~edgevoice.events.Cut.TOKENS` when the last reply stopped at its ``max_tokens``, else None."""
 
     def end_of_turn_model(self) -> TextEndOfTurn:
         """The model's judge of whether a transcript ends a sentence (:mod:`edgevoice.engines.text_turn`), in a
         context of its own on these weights; made once."""
         if self._text_turn is None:
-            from edgevoice.engines.text_turn import TextEndOfTurn
-
             with quiet_stderr():
                 self._text_turn = TextEndOfTurn(self._llm, self._template, threads=self._threads)
         return self._text_turn
@@ -175,6 +163,7 @@ class LlamaCppModel:
                 f"prompt of {len(prompt)} tokens plus {max_tokens} reply tokens exceeds n_ctx={self.n_ctx}",
                 code="llm_context_full",
             )
+        self.last_cut = None
         stream: Any = None
         try:
             stream = self._llm.create_completion(
@@ -190,9 +179,11 @@ class LlamaCppModel:
                     raise LanguageModelError(
                         "generation interrupted: the model is shutting down", code="llm_interrupted"
                     )
-                text = chunk["choices"][0]["text"]
-                if text:
-                    yield text
+                choice = chunk["choices"][0]
+                if choice.get("finish_reason") == "length":
+                    self.last_cut = Cut.TOKENS
+                if choice["text"]:
+                    yield choice["text"]
         except (GeneratorExit, LanguageModelError):
             raise
         except Exception as exc:

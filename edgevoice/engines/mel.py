@@ -16,9 +16,10 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.audio import SAMPLE_RATE
+
 __all__ = ["HOP_LENGTH", "N_FFT", "SAMPLE_RATE", "log_mel_spectrogram", "mel_filters"]
 
-SAMPLE_RATE = 16000
 N_FFT = 400
 HOP_LENGTH = 160
 

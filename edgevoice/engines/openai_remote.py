@@ -4,6 +4,11 @@ The reply streams as server-sent events from ``POST {base_url}/chat/completions`
 event's ``choices[0].delta.content`` is a piece of the reply, ``[DONE]`` ends it. Every way the server can fail is a
 :class:`~edgevoice.errors.LanguageModelError` with a code of its own (:data:`REMOTE_ERRORS`), so the hedge
 (:mod:`edgevoice.reply.hedge`) lets the local model answer and the turn record says why.
+
+Nothing the server sends is trusted to end: each reply is read for at most ``max_tokens`` pieces, as many characters
+as they may hold (:func:`~edgevoice.events.reply_chars`) and ``max_reply_s`` seconds, after which the response is
+closed and the reply ends there (:attr:`RemoteChatModel.last_cut` says which bound it reached); no line of the stream
+is held past :func:`line_bytes` and no reply reads more than :func:`reply_bytes` from the network.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from typing import Any
 
 import httpx2
 
+from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.errors import ConfigError, LanguageModelError
-from edgevoice.events import ChatMessage
+from edgevoice.events import ChatMessage, Cut, reply_chars
 
 REMOTE_ERRORS = {
     "llm_remote_unreachable": "the server refused the connection or could not be reached in time",
@@ -26,11 +32,26 @@ REMOTE_ERRORS = {
     "llm_remote_http": "the server answered with an HTTP error, or an error event in the stream",
     "llm_remote_malformed": "the server's stream was not OpenAI chat chunks",
     "llm_remote_failed": "the connection broke, or the stream ended before the reply did",
+    "llm_remote_oversized": "a line of the stream, or the whole stream, was longer than any reply of max_tokens",
 }
 """The codes of the remote model's failures, and what each means."""
 
 ERROR_BODY_CHARS = 200
 """How much of an HTTP error's body goes into the error message."""
+EVENT_BYTES = 1024
+"""The most bytes of the stream read per token of the reply: an OpenAI chat chunk holding one token takes 150 to 400
+(its id, model name, fingerprint and usage), and keep-alive comments and empty chunks come between."""
+
+
+def line_bytes(max_tokens: int) -> int:
+    """The longest line of the stream held: one event holding a whole reply of ``max_tokens`` tokens, every character
+    escaped in its JSON (``\\uXXXX``), and the chunk's other fields."""
+    return 4096 + 6 * reply_chars(max_tokens)
+
+
+def reply_bytes(max_tokens: int) -> int:
+    """The most bytes read from the network for one reply of ``max_tokens`` tokens."""
+    return max_tokens * EVENT_BYTES + line_bytes(max_tokens)
 
 
 def _fail(code: str, message: str) -> LanguageModelError:
@@ -76,10 +97,16 @@ class RemoteChatModel:
         temperature: float = 0.0,
         top_p: float = 0.9,
         seed: int | None = None,
+        max_reply_s: float = 20.0,
+        clock: Clock | None = None,
         transport: httpx2.BaseTransport | None = None,
     ) -> None:
-        """``stall_s``: the longest wait for the connection and for each piece of the stream. The environment's
-        proxy settings are not used: the server is on the kiosks' own network, and the key goes to it alone."""
+        """``stall_s``: the longest wait for the connection and for each piece of the stream. ``max_reply_s``: the
+        longest a reply is read (``[kiosk] max_reply_s``), on ``clock``. The environment's proxy settings are not
+        used: the server is on the kiosks' own network, and the key goes to it alone."""
+        self.max_reply_s = max_reply_s
+        self.clock = clock or MonotonicClock()
+        self._cuts = threading.local()
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self._options: dict[str, Any] = {"temperature": temperature, "top_p": top_p}
@@ -91,7 +118,15 @@ class RemoteChatModel:
         )
         self._interrupted = threading.Event()
 
+    @property
+    def last_cut(self) -> Cut | None:
+        """The bound at which the last reply read on this thread was cut (None: the server ended it, or it failed).
+        Per thread: the hedge reads each reply on a thread of its own."""
+        cut = getattr(self._cuts, "cut", None)
+        return cut if isinstance(cut, Cut) else None
+
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
+        self._cuts.cut = None
         body: dict[str, Any] = {
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "max_tokens": max_tokens,
@@ -100,32 +135,63 @@ class RemoteChatModel:
         }
         if self.model:
             body["model"] = self.model
+        started = self.clock.now()
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
         finished = False
+        pieces, room = 0, reply_chars(max_tokens)
+        received, events = 0, _EventLines(line_bytes(max_tokens))
         try:
-            with self._client.sse(self.url, method="POST", json=body) as source:
-                response = source.response
-                if response.status_code != 200:
-                    text = response.read().decode("utf-8", "replace")[:ERROR_BODY_CHARS]
-                    raise _fail("llm_remote_http", f"HTTP {response.status_code} from {self.url}: {text}")
-                for event in source:
+            with self._client.stream("POST", self.url, json=body, headers=headers) as response:
+                self._check_response(response)
+                for chunk in response.iter_bytes():
                     if self._interrupted.is_set():
                         raise LanguageModelError("generation interrupted: shutting down", code="llm_interrupted")
-                    if event.data.strip() == "[DONE]":
-                        return
-                    text, done = _piece(event.data)
-                    finished = finished or done
-                    if text:
+                    for data in events.feed(chunk):
+                        if data.strip() == "[DONE]":
+                            return
+                        text, done = _piece(data)
+                        finished = finished or done
+                        if not text:
+                            continue
+                        pieces += 1
+                        if pieces > max_tokens:
+                            self._cuts.cut = Cut.TOKENS
+                            return  # leaving closes the response: nothing more is read
+                        if len(text) > room:
+                            self._cuts.cut = Cut.CHARS
+                            if room:
+                                yield text[:room]
+                            return
+                        room -= len(text)
                         yield text
+                    if self.clock.now() - started > self.max_reply_s:
+                        self._cuts.cut = Cut.SECONDS
+                        return
+                    received += len(chunk)  # each chunk is one read from the connection: at most tens of kB
+                    if received > reply_bytes(max_tokens):
+                        raise _fail("llm_remote_oversized", f"{self.url} sent over {received} bytes for one reply")
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
             raise _fail("llm_remote_unreachable", f"{self.url}: {exc}") from exc
         except httpx2.TimeoutException as exc:
             raise _fail("llm_remote_stalled", f"{self.url} sent nothing for too long") from exc
-        except httpx2.SSEError as exc:
-            raise _fail("llm_remote_malformed", f"{self.url}: {exc}") from exc
         except httpx2.HTTPError as exc:
             raise _fail("llm_remote_failed", f"{self.url}: {type(exc).__name__}: {exc}") from exc
         if not finished:
             raise _fail("llm_remote_failed", f"{self.url}: the stream ended before the reply did")
+
+    def _check_response(self, response: httpx2.Response) -> None:
+        """Raise unless ``response`` is an event stream (an HTTP error, with the start of its body, or another body)."""
+        if response.status_code != 200:
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) >= 4 * ERROR_BODY_CHARS:
+                    break
+            text = body.decode("utf-8", "replace")[:ERROR_BODY_CHARS]
+            raise _fail("llm_remote_http", f"HTTP {response.status_code} from {self.url}: {text}")
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "text/event-stream":
+            raise _fail("llm_remote_malformed", f"{self.url}: a {kind or 'untyped'} body, not an event stream")
 
     def interrupt(self) -> None:
         """Make a reply in progress stop at its next piece, and every later one at once until :meth:`resume`."""
@@ -136,6 +202,38 @@ class RemoteChatModel:
 
     def close(self) -> None:
         self._client.close()
+
+
+class _EventLines:
+    """The data of each server-sent event, cut from the stream's bytes as they come; comments and other fields are
+    skipped. A line longer than ``max_line`` bytes is never held: it ends the reply (``llm_remote_oversized``)."""
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._rest = b""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        *lines, self._rest = (self._rest + chunk).split(b"\n")
+        if len(self._rest) > self.max_line:
+            raise _fail("llm_remote_oversized", f"a line of the stream is longer than {self.max_line} bytes")
+        out: list[str] = []
+        for raw in lines:
+            if len(raw) > self.max_line:
+                raise _fail("llm_remote_oversized", f"a line of the stream is longer than {self.max_line} bytes")
+            try:
+                line = raw.rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError:
+                raise _fail("llm_remote_malformed", f"a line is not UTF-8: {raw[:80]!r}") from None
+            if not line:
+                if self._data:
+                    out.append("\n".join(self._data))
+                    self._data = []
+                continue
+            name, _, value = line.partition(":")
+            if name == "data":
+                self._data.append(value[1:] if value.startswith(" ") else value)
+        return out
 
 
 def read_api_key(*, key_file: str, key_env: str) -> str | None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.engines.onnx_session import open_session
 from edgevoice.errors import VadError
 from edgevoice.interfaces import FloatAudio
@@ -17,7 +18,7 @@ _FRAME = {16000: 512, 8000: 256}
 class SileroVad:
     """Speech probability per 32 ms frame (512 samples at 16 kHz), carrying the model's recurrent state."""
 
-    def __init__(self, model_path: Path, *, sample_rate: int = 16000, threads: int = 1) -> None:
+    def __init__(self, model_path: Path, *, sample_rate: int = SAMPLE_RATE, threads: int = 1) -> None:
         if sample_rate not in _FRAME:
             raise VadError(f"Silero VAD runs at 8000 or 16000 Hz, not {sample_rate}", code="vad_rate")
         self._session = open_session(model_path, threads=threads)

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.engines.mel import log_mel_spectrogram
 from edgevoice.engines.onnx_session import open_session
 from edgevoice.errors import TurnError
 from edgevoice.interfaces import FloatAudio
 
 WINDOW_SECONDS = 8
-RATE = 16000
-FRAMES = WINDOW_SECONDS * RATE // 160  # 800 mel frames
+FRAMES = WINDOW_SECONDS * SAMPLE_RATE // 160  # 800 mel frames
 
 
 def smart_turn_features(turn_audio: FloatAudio) -> np.ndarray:
     """The model input ``[1, 80, 800]`` for the turn so far (16 kHz mono)."""
-    n = WINDOW_SECONDS * RATE
+    n = WINDOW_SECONDS * SAMPLE_RATE
     x = np.asarray(turn_audio, dtype=np.float32)[-n:]
     if len(x) < n:
         x = np.concatenate([np.zeros(n - len(x), dtype=np.float32), x])
@@ -33,7 +33,7 @@ def smart_turn_features(turn_audio: FloatAudio) -> np.ndarray:
 
 
 class SmartTurn:
-    sample_rate = RATE
+    sample_rate = SAMPLE_RATE
 
     def __init__(self, model_path: Path, *, threads: int = 1) -> None:
         self._session = open_session(model_path, threads=threads)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.audio import SAMPLE_RATE
+
 __all__ = ["SPEECH_MS", "SpeechEvidence", "speech_evidence"]
 
-SAMPLE_RATE = 16000
 FRAME_MS = 20
 SPEAKING_LEVEL_DBFS = -55.0
 """A frame quieter than this (RMS, dB relative to full scale) is no speech, whatever its background."""

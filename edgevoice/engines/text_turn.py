@@ -18,11 +18,11 @@ speaks, the words are mostly in the cache at the pause, and the verdict there co
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgevoice.engines.llamacpp import shared_prefix
 from edgevoice.errors import TurnError
 from edgevoice.words import words
 
@@ -38,6 +38,17 @@ N_CTX = 128
 SENTINEL = "\u2063TEXT\u2063"
 ENDINGS = frozenset({"?", ".", "!", "?!", "!?", "...", "\u2026", '?"', '."', '!"', "?)", ".)"})
 """Tokens (stripped of white space) that end a sentence."""
+
+
+def shared_prefix(cached: Iterable[int], tokens: Iterable[int]) -> int:
+    """How many tokens ``cached`` (what a llama.cpp context holds) and ``tokens`` share from their start: those need
+    no evaluation again."""
+    n = 0
+    for a, b in zip(cached, tokens, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 class TextEndOfTurn:

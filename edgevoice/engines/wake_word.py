@@ -16,7 +16,6 @@ import numpy as np
 from edgevoice.errors import EdgeVoiceError, ModelMissingError
 from edgevoice.interfaces import FloatAudio
 
-RATE = 16000
 STEP = 160
 """Samples per feature step (10 ms)."""
 

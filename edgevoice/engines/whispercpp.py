@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgevoice import data
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.engines.speech_evidence import speech_evidence
 from edgevoice.errors import ConfigError, ModelMissingError, RecognizerError
 from edgevoice.events import Transcript
@@ -47,7 +48,6 @@ __all__ = [
     "whisper_languages",
 ]
 
-SAMPLE_RATE = 16000
 MIN_SECONDS = 0.1
 SILENCE_PEAK = 1e-4  # about -80 dBFS: digital silence, not worth an encoder pass
 NOISE_FLATNESS = 0.35  # white noise measures ~0.5; speech <= 0.2 even at 0 dB SNR in white noise

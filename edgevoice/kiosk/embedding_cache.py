@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 import threading
 import time
 import zipfile
@@ -30,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from edgevoice.atomic_write import replacing
 
 __all__ = ["MAX_ROWS", "EmbeddingCache", "encoder_identity"]
 
@@ -155,7 +155,6 @@ class EmbeddingCache:
         all_vectors = np.concatenate([vectors[rows], old[earlier]]) if earlier else vectors[rows]
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=".embeddings-", suffix=".tmp", dir=self.directory)
         except OSError as exc:
             log.warning(
                 "embedding cache %s cannot be written (%s): the knowledge is embedded at every start",
@@ -164,15 +163,11 @@ class EmbeddingCache:
             )
             return
         try:
-            with os.fdopen(fd, "wb") as f:
+            with replacing(self.path, fsync=True, prefix=".embeddings-", suffix=".tmp") as temp, temp.open("wb") as f:
                 np.savez(f, encoder=np.array(self.encoder), keys=all_keys, vectors=all_vectors)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, self.path)
         except OSError as exc:
             log.warning(
                 "embedding cache %s cannot be written (%s): the knowledge is embedded at every start",
                 self.path,
                 exc.strerror or exc,
             )
-            Path(temp).unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from edgevoice.events import Answered, ChatMessage
+from edgevoice.events import Answered, ChatMessage, Cut
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
@@ -78,6 +78,7 @@ class GroundedModel:
         """The grounding of the last question answered (for benchmarks and logs)."""
         self.last_verdict: Verdict | None = None
         """Who answered the last question (None: none asked yet)."""
+        self._asked = False  # the last reply was the wrapped model's (not the kiosk's own words)
 
     @property
     def answered_by(self) -> Answered | None:
@@ -89,6 +90,12 @@ class GroundedModel:
             answered = self.llm.answered_by
             return answered if isinstance(answered, Answered) else None
         return Answered("local")
+
+    @property
+    def last_cut(self) -> Cut | None:
+        """The bound the wrapped model's last reply stopped at (None when the kiosk answered without asking it)."""
+        cut = getattr(self.llm, "last_cut", None) if self._asked else None
+        return cut if isinstance(cut, Cut) else None
 
     def _rewrite(self, messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], Grounding | None]:
         if not messages or messages[-1].role != "user":
@@ -102,6 +109,7 @@ class GroundedModel:
         rewritten, grounding = self._rewrite(messages)
         self.last_grounding = grounding
         self.last_verdict = Verdict.MODEL
+        self._asked = False
         ask_again = grounding is not None and messages[-1].unsure and not self._asked_again(messages[:-1])
         if grounding is not None and not grounding.known:
             if ask_again:
@@ -119,6 +127,7 @@ class GroundedModel:
             self.last_verdict = Verdict.DIRECT
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
+        self._asked = True
         stream = self._mend_refusal(self.llm.stream_reply(rewritten, max_tokens=max_tokens), grounding)
         try:
             if grounding is None:  # not the visitor's turn: nothing to check the reply against

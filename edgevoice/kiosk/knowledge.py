@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from edgevoice import data
+from edgevoice.config import MAX_KNOWLEDGE_BYTES
 from edgevoice.errors import ConfigError
 
 __all__ = [
@@ -43,9 +44,6 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_CHARS = 2000
 """The longest line (or TOML question or answer) a knowledge text may have: a fact is a sentence or two."""
-
-MAX_KNOWLEDGE_BYTES = 2_000_000
-"""The largest knowledge text (UTF-8 bytes): about 20,000 short facts, more than :data:`MAX_ENTRIES` allows."""
 
 MAX_ENTRIES = 10_000
 """The most entries a knowledge text may have. Each is embedded once (then kept in the embedding cache): 10,000

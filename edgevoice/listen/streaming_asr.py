@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio, Recognizer
@@ -233,7 +234,7 @@ class StreamingTranscriber:
                     "%s decode: %.0f ms, %.1f s of audio",
                     job.kind,
                     1000 * (time.perf_counter() - t),
-                    len(job.audio) / 16000,
+                    len(job.audio) / SAMPLE_RATE,
                 )
             except EdgeVoiceError as exc:
                 log.error("streaming recognition failed: %s", exc)

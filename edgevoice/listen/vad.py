@@ -8,11 +8,23 @@ from typing import Any, Protocol
 
 import numpy.typing as npt
 
-from edgevoice.config import VadConfig
 from edgevoice.events import Segment
 from edgevoice.interfaces import FloatAudio
 
-__all__ = ["RecordingVad", "find_speech", "speech_segments", "utterance_span"]
+__all__ = ["RecordingVad", "SegmentSettings", "find_speech", "speech_segments", "utterance_span"]
+
+
+class SegmentSettings(Protocol):
+    """How speech is cut into segments (``[vad]``, :class:`edgevoice.config.VadConfig`)."""
+
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def min_speech_ms(self) -> int: ...
+    @property
+    def min_silence_ms(self) -> int: ...
+    @property
+    def pad_ms(self) -> int: ...
 
 
 class RecordingVad(Protocol):
@@ -70,7 +82,7 @@ def speech_segments(
     ]
 
 
-def find_speech(vad: RecordingVad, audio: FloatAudio, config: VadConfig, *, sample_rate: int) -> list[Segment]:
+def find_speech(vad: RecordingVad, audio: FloatAudio, config: SegmentSettings, *, sample_rate: int) -> list[Segment]:
     """The speech segments of a recording at ``sample_rate`` (:func:`speech_segments` with ``config``'s threshold,
     durations and padding), ``vad`` reset first so that no earlier audio weighs on it."""
     vad.reset()

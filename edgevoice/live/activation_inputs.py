@@ -23,10 +23,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from edgevoice.config.keys import KEY_CODES as KEY_CODES
+from edgevoice.config.keys import key_code as key_code
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.live.activation import Activation, ActivationEvent, ActivationMode, Press, Release
-from edgevoice.live.keys import KEY_CODES as KEY_CODES
-from edgevoice.live.keys import key_code as key_code
 
 if TYPE_CHECKING:
     from edgevoice.config import ActivationConfig

@@ -18,7 +18,7 @@ from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.events import BargeIn, LoopEvent, Speaking
-from edgevoice.live.memory import release_freed_memory
+from edgevoice.memory import release_freed_memory
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.output import FallbackReason, ReplyOutput
 from edgevoice.reply.responder import ReplyTrace, Responder

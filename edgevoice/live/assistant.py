@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.aec import EchoCanceller
 from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.audio.devices import device_setting
@@ -28,7 +29,6 @@ from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
 from edgevoice.live.activation import Activation
 from edgevoice.live.activation_inputs import InputThread, activation_inputs
 from edgevoice.live.events import LoopEvent
-from edgevoice.live.listener import RATE
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.reply.responder import ReplyTrace, Responder
 from edgevoice.reply.speech_text import normalize_for_speech
@@ -97,13 +97,13 @@ class LiveAssistant:
     ) -> None:
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate
-        self.mic = SharedRing.create(RATE * 20)
+        self.mic = SharedRing.create(SAMPLE_RATE * 20)
         self.speaker = SharedRing.create(self.out_rate * 60)
         self.reference: SharedRing | None = None
         echo = None
         if config.audio.echo_cancellation:
             self.reference = SharedRing.create(self.out_rate * 10)
-            canceller = EchoCanceller(RATE, noise_suppression=config.audio.noise_suppression)
+            canceller = EchoCanceller(SAMPLE_RATE, noise_suppression=config.audio.noise_suppression)
             echo = EchoPath(canceller, self.reference, self.out_rate)
         self.echo = echo
         self.wake_word = MicroWakeWord(config.activation.wake_word) if config.activation.mode == "wake_word" else None
@@ -245,7 +245,7 @@ class LiveAssistant:
     def timeline(self, trace: ReplyTrace, turn: Turn) -> TurnTimeline:
         """The turn's marks on the perf_counter scale (see :mod:`edgevoice.trace`), from the loop's trace and the
         devices' sample clocks. Call once the reply has been played (the loop's ``on_trace`` does)."""
-        end = speech_end_index(turn.audio, RATE)
+        end = speech_end_index(turn.audio, SAMPLE_RATE)
         handed = played = None
         output = self.output
         if trace.clauses and trace.stream_start is not None and output is not None:

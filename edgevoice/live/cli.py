@@ -15,6 +15,7 @@ from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
+from edgevoice.config.listen_address import effective_listen
 from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import EXIT_BROKEN_PIPE, AudioDeviceError
@@ -24,10 +25,10 @@ from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speakin
 from edgevoice.live.faults import arm as arm_faults
 from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
-from edgevoice.live.memory import settle
-from edgevoice.live.metrics import Metrics, MetricsExporter, effective_listen
+from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
 from edgevoice.live.service import LoopProbe, Notifier, ServiceLog, ServiceMonitor
+from edgevoice.memory import settle
 from edgevoice.models.recheck import BackgroundRecheck
 from edgevoice.reply.audio_cache import CachedSynthesizer
 from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
@@ -72,6 +73,7 @@ def turn_record(
         "reply": trace.reply,
         "verdict": trace.verdict,
         "cancelled": trace.cancelled,
+        "cut": trace.cut,
         "speculative_transcript": trace.speculative_transcript,
         "speculation_valid": turn.speculation_valid,
         "speculative_reply": trace.speculative_reply,
@@ -203,6 +205,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                 voice,
                 known_replies(assistant.kiosk),
                 max_sentences=config.kiosk.max_sentences,
+                bounds=assistant.responder.bounds,
                 disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
                 idle=lambda: live is not None and live.loop.idle(),
             )

@@ -12,6 +12,7 @@ from collections import deque
 
 import numpy as np
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.capture import NearEndGate
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
@@ -39,7 +40,6 @@ from edgevoice.reply.speculation import SpeculativeReplies
 
 log = logging.getLogger(__name__)
 
-RATE = 16000
 FRAME = 512
 PREROLL_S = 0.3
 PARTIAL_FRAMES = 31
@@ -85,7 +85,7 @@ class Listener:
         self.clock, self._stop, self.errors = clock, stop, errors
         self.samples_in = 0
         self._ids = itertools.count(1)
-        self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * RATE / FRAME) + 1)
+        self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * SAMPLE_RATE / FRAME) + 1)
         self._turn: list[FloatAudio] | None = None
         self._turn_id = 0
         self._segment_start = 0
@@ -118,7 +118,7 @@ class Listener:
     def run(self) -> None:
         self.vad.reset()  # type: ignore[attr-defined]
         while not self._stop.is_set():
-            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop, rate=RATE, burst=MIC_BURST):
+            if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop, rate=SAMPLE_RATE, burst=MIC_BURST):
                 self.answerer.output.check_budget()  # no microphone audio (a dead device): the budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():
@@ -137,7 +137,7 @@ class Listener:
                     self._turn = None
                     self.speculation.abort()
                     if self._held is None:  # else the endpointer still waits for the pause that answers it
-                        self.endpointer.reset(t=self.samples_in / RATE)
+                        self.endpointer.reset(t=self.samples_in / SAMPLE_RATE)
 
     def _on_frame(self, frame: FloatAudio) -> None:
         self.answerer.output.check_budget()
@@ -150,7 +150,7 @@ class Listener:
         probability = self.vad.probability(frame)  # type: ignore[attr-defined]
         if self._held is not None:
             # speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in
-            for event in self.endpointer.feed(FRAME / RATE, probability):
+            for event in self.endpointer.feed(FRAME / SAMPLE_RATE, probability):
                 if isinstance(event, CutTurnPause):
                     self._answer_held()
             return
@@ -158,8 +158,8 @@ class Listener:
         if self._turn is not None:
             self._turn.append(frame)
         else:
-            self._rejoin.hear(frame, self.samples_in / RATE, self.answerer.playback.played)
-        events = self.endpointer.feed(FRAME / RATE, probability)
+            self._rejoin.hear(frame, self.samples_in / SAMPLE_RATE, self.answerer.playback.played)
+        events = self.endpointer.feed(FRAME / SAMPLE_RATE, probability)
         self._on_silence(events)
         if self.answerer.replying:
             # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
@@ -199,10 +199,10 @@ class Listener:
                 self._release_turn()
         if self._turn is None:
             return
-        if len(self._turn) * FRAME < self.endpointer.config.max_turn_s * RATE:  # beyond: kept until the release
+        if len(self._turn) * FRAME < self.endpointer.config.max_turn_s * SAMPLE_RATE:  # beyond: kept until the release
             self._turn.append(frame)
             if self.endpointer.is_speech(self.vad.probability(frame)):  # type: ignore[attr-defined]
-                self._heard, self._speech_end = True, self.samples_in / RATE
+                self._heard, self._speech_end = True, self.samples_in / SAMPLE_RATE
         if len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
             self.asr.partial(np.concatenate(self._turn[max(0, len(self._turn) - PARTIAL_MAX_FRAMES) :]))
@@ -217,8 +217,10 @@ class Listener:
             return
         # the release came with this frame, which is not the turn's; nor are those beyond max_turn_s
         unheard = self.samples_in - self._pressed_at - len(self._turn) * FRAME
-        end = (self.samples_in - FRAME) / RATE
-        self._end_turn(TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / RATE), unheard=unheard)
+        end = (self.samples_in - FRAME) / SAMPLE_RATE
+        self._end_turn(
+            TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / SAMPLE_RATE), unheard=unheard
+        )
 
     def _triggered(self, frame: FloatAudio) -> bool:
         """Trigger and wake-word mode: whether this frame is listened to. A trigger (the wake word in the frames not
@@ -231,7 +233,7 @@ class Listener:
             if not self.in_turn and self._armed_at is None:
                 self._armed_at, self._armed_turn = self.samples_in, self._turn_id
                 self._preroll.clear()  # speech before the trigger is not part of the turn
-                self.endpointer.reset(t=self.samples_in / RATE)
+                self.endpointer.reset(t=self.samples_in / SAMPLE_RATE)
                 self.vad.reset()  # type: ignore[attr-defined]
                 self.activation.listening_starts()
         if self._armed_at is None or woke:  # the wake word's own frame is not the turn's
@@ -239,7 +241,7 @@ class Listener:
         if self._turn_id != self._armed_turn and not self.in_turn:
             self._armed_at = None  # the turn opened by the trigger has ended
             return False
-        waited = (self.samples_in - self._armed_at) / RATE
+        waited = (self.samples_in - self._armed_at) / SAMPLE_RATE
         idle = self._turn_id == self._armed_turn and self.endpointer.state is EndpointState.IDLE
         if idle and waited >= self.activation.trigger_timeout_s:
             log.info("trigger: nobody spoke within %.0f s", self.activation.trigger_timeout_s)
@@ -315,7 +317,7 @@ class Listener:
             self._turn_id,
             audio,
             event.speech_end_t,
-            self.samples_in / RATE,
+            self.samples_in / SAMPLE_RATE,
             self.clock.now(),
             event.reason,
             tail,
@@ -340,7 +342,7 @@ class Listener:
     def _answer_held(self) -> None:
         assert self._held is not None
         held, self._held = self._held, None
-        turn = dataclasses.replace(held, committed_t=self.samples_in / RATE, committed_wall=self.clock.now())
+        turn = dataclasses.replace(held, committed_t=self.samples_in / SAMPLE_RATE, committed_wall=self.clock.now())
         self._committed(turn)
         self.answerer.submit(turn)
 
@@ -368,7 +370,7 @@ class Listener:
             # Smart Turn's verdict on the turn as it was when the visitor fell silent, the silence still to come as
             # zeros, computed once the speculative decode is done and before the pause is long enough: the verdict
             # is ready when it is
-            silence = np.zeros(int(self.endpointer.config.silence_ms * RATE / 1000) - FRAME, np.float32)
+            silence = np.zeros(int(self.endpointer.config.silence_ms * SAMPLE_RATE / 1000) - FRAME, np.float32)
             self._early_verdict = self._turn_probability(np.concatenate([*self._silence_audio, silence]))
             self._silence_audio = None
 

@@ -2,8 +2,8 @@
 
 ``[metrics] listen`` serves them over HTTP on a loopback address (``127.0.0.1:9464``) or on a Unix socket
 (``unix:/run/edgevoice/metrics.sock``), never on a public interface (the config refuses ``0.0.0.0``). Left empty, it
-is the service's socket under systemd (:func:`effective_listen`: the unit's sandbox allows Unix sockets only) and
-off elsewhere; ``"off"`` turns it off everywhere.
+is the service's socket under systemd (:func:`edgevoice.config.listen_address.effective_listen`: the unit's sandbox
+allows Unix sockets only) and off elsewhere; ``"off"`` turns it off everywhere.
 ``[metrics] textfile`` rewrites a file for node_exporter's textfile collector after every turn instead (atomically:
 written beside it, then renamed). Neither replaces what is not its own: a file at the socket's path, a textfile that
 holds something else. A metrics failure (socket taken, disk full, read-only file system) is logged and
@@ -13,17 +13,17 @@ costs nothing else. Uses ``prometheus_client``, imported only when metrics are o
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import os
 import socket
 import socketserver
 import stat
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from edgevoice.atomic_write import atomic_write
+from edgevoice.config.listen_address import parse_listen
 from edgevoice.errors import ConfigError
 from edgevoice.events import Answered
 from edgevoice.trace import STAGE_NAMES, TurnTimeline
@@ -31,63 +31,6 @@ from edgevoice.trace import STAGE_NAMES, TurnTimeline
 log = logging.getLogger(__name__)
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-
-
-SERVICE_SOCKET = "metrics.sock"
-"""The socket's name in the service's ``RuntimeDirectory=`` (``/run/edgevoice/metrics.sock``)."""
-
-
-def effective_listen(listen: str, environ: Mapping[str, str] = os.environ, socket_name: str = SERVICE_SOCKET) -> str:
-    """Where a ``listen`` setting serves: as configured; ``"off"``: nowhere (""); empty: under the service, the Unix
-    socket ``socket_name`` in its ``RuntimeDirectory=`` (``$RUNTIME_DIRECTORY``, the first when systemd lists
-    several), the one kind of endpoint its sandbox allows (``PrivateNetwork=yes``, ``RestrictAddressFamilies=AF_UNIX``);
-    elsewhere nowhere."""
-    if listen == "off":
-        return ""
-    if listen:
-        return listen
-    runtime = environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
-    return f"unix:{runtime.rstrip('/')}/{socket_name}" if runtime.startswith("/") else ""
-
-
-def split_listen(key: str, value: str) -> tuple[str, str | int]:
-    """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port), brackets taken off an IPv6 host; the
-    errors name ``key``. Whether the host may be off loopback is the caller's rule."""
-    if value.startswith("unix:"):
-        path = value[5:]
-        if not path.startswith("/"):
-            raise ConfigError(f"{key} = {value!r}: a Unix socket needs an absolute path")
-        return "unix", path
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{key} = {value!r}: must be 'HOST:PORT' or 'unix:/path'")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
-
-def parse_listen(value: str) -> tuple[str, str | int]:
-    """``"unix:/path"`` → ("unix", path); ``"host:port"`` → (host, port) for a loopback host only."""
-    host, port = split_listen("metrics.listen", value)
-    if host != "unix" and not is_loopback(host):
-        raise ConfigError(
-            f"metrics.listen = {value!r}: metrics are served on loopback only (127.0.0.1 or ::1), or on a Unix "
-            "socket; use a reverse proxy or node_exporter's textfile collector to publish them"
-        )
-    return host, port
-
-
-def is_loopback(host: str) -> bool:
-    """An address literal that is loopback, or a name that resolves (here, now) to loopback addresses only."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    if not host:
-        return False
-    try:
-        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return False
-    return bool(found) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in found)
 
 
 def check_metrics_files(listen: str, textfile: str) -> None:
@@ -215,17 +158,13 @@ class MetricsExporter:
         """After a turn: rewrite the textfile (if configured)."""
         if self.textfile is None:
             return
-        tmp = self.textfile.with_name(f".{self.textfile.name}.tmp")
         if not _ours(self.textfile):
             log.warning("metrics: %s no longer holds edgevoice's metrics; it is left alone", self.textfile)
             return
-        try:
-            tmp.write_bytes(self.metrics.exposition())
-            tmp.replace(self.textfile)
+        try:  # readable by node_exporter, which may run as another user
+            atomic_write(self.textfile, self.metrics.exposition(), mode=0o644)
         except OSError as exc:  # disk full, read-only: the kiosk goes on answering
             log.warning("metrics: cannot write %s: %s", self.textfile, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
     def close(self) -> None:
         server, self._server = self._server, None

@@ -18,13 +18,14 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import soundfile
 
+from edgevoice.atomic_write import replacing
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import ConfigError
 from edgevoice.interfaces import FloatAudio
 
@@ -64,7 +65,7 @@ def check_record_dir(directory: Path) -> None:
 class TurnRecorder:
     """Keeps the newest ``keep`` turns (audio + record) in ``directory``."""
 
-    def __init__(self, directory: Path, keep: int, *, rate: int = 16000) -> None:
+    def __init__(self, directory: Path, keep: int, *, rate: int = SAMPLE_RATE) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1")
         self.directory = Path(directory)
@@ -74,7 +75,7 @@ class TurnRecorder:
         self._next = self._last_sequence() + 1
 
     @classmethod
-    def from_config(cls, record_turns: int, record_dir: str, *, rate: int = 16000) -> TurnRecorder | None:
+    def from_config(cls, record_turns: int, record_dir: str, *, rate: int = SAMPLE_RATE) -> TurnRecorder | None:
         """The recorder the ``[debug]`` section asks for; None when recording is off (the default)."""
         if record_turns <= 0:
             return None
@@ -115,16 +116,8 @@ class TurnRecorder:
         return wav
 
     def _write(self, target: Path, write: object) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=self.directory)
-        os.close(fd)
-        try:
-            os.chmod(tmp, 0o600)
-            write(tmp)  # type: ignore[operator]
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with replacing(target, mode=0o600) as tmp:
+            write(str(tmp))  # type: ignore[operator]
 
     def _prune(self, keep: int) -> None:
         sequences = self._sequences()

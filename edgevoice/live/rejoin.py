@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.endpointing import EndpointingConfig
 
-RATE = 16000
 REJOIN_SLACK_S = 1.0
 """Audio kept after a commit beyond ``rejoin_ms``, for the speech that confirms a turn (``min_speech_ms``)."""
 REJOIN_HEARD_S = 0.5
@@ -53,7 +53,7 @@ class Rejoin:
         turn.since.append(frame)
         if self._heard_from is None and played > turn.played:
             self._heard_from = t
-        if len(turn.since) * len(frame) > (self.config.rejoin_ms / 1000 + REJOIN_SLACK_S) * RATE:
+        if len(turn.since) * len(frame) > (self.config.rejoin_ms / 1000 + REJOIN_SLACK_S) * SAMPLE_RATE:
             self.forget()
 
     def take(self, onset: float, *, reply_uncut: bool) -> Rejoinable | None:
@@ -69,6 +69,6 @@ class Rejoin:
             return None
         if heard_from is not None and onset - heard_from > REJOIN_HEARD_S:
             return None  # the visitor answers the reply
-        if sum(map(len, turn.frames)) + sum(map(len, turn.since)) > self.config.max_turn_s * RATE:
+        if sum(map(len, turn.frames)) + sum(map(len, turn.since)) > self.config.max_turn_s * SAMPLE_RATE:
             return None
         return turn

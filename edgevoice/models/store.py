@@ -22,12 +22,12 @@ import logging
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgevoice.atomic_write import fsync_path, replacing
 from edgevoice.errors import ModelChecksumError, ModelError, ModelInstallError, ModelMissingError
 from edgevoice.models.distributions import Archives, fetch_distribution, report, sha256_file
 from edgevoice.models.formats import check_format
@@ -248,9 +248,9 @@ class ModelStore:
                 )
             check_format(part, out.format)
             target = self.models_dir / out.file
-            _fsync(part)
+            fsync_path(part)
             os.replace(part, target)
-            _fsync(self.models_dir)
+            fsync_path(self.models_dir)
             self._write_stamp(out.file, target.stat(), actual)
             report(progress, f"{spec.name}: installed {target}")
         except OSError as exc:
@@ -321,11 +321,12 @@ class ModelStore:
             state.mkdir(exist_ok=True)
             stamps = self._read_stamps()
             change(stamps)
-            fd, tmp = tempfile.mkstemp(prefix=".verified-", dir=state)
-            os.fchmod(fd, 0o644)  # a service reading models installed by root must see the stamps
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            # mode 0o644: a service reading models installed by root must see the stamps
+            with (
+                replacing(state / _STAMPS, mode=0o644, prefix=".verified-") as tmp,
+                tmp.open("w", encoding="utf-8") as fh,
+            ):
                 json.dump({"schema": 1, "files": stamps}, fh, indent=1, sort_keys=True)
-            os.replace(tmp, state / _STAMPS)
         except OSError as exc:  # a read-only models dir: verification still worked, it is just not remembered
             log.debug("cannot record a verification stamp in %s: %s", state, exc)
 
@@ -378,11 +379,3 @@ def _place(source: Path, target: Path) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise ModelInstallError(f"cannot write {target}: {exc}") from exc
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

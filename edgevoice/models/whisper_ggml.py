@@ -18,9 +18,7 @@ shapes and types that whisper.cpp's ``whisper_model_load`` requires, so a corrup
 
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import BinaryIO
 import numpy as np
 import numpy.typing as npt
 
+from edgevoice.atomic_write import replacing
 from edgevoice.errors import ModelFormatError, ModelMissingError
 from edgevoice.models.ct2_reader import Ct2Reader
 
@@ -251,10 +250,8 @@ def convert_ct2_to_ggml(model_bin: Path, vocabulary: Path, mel_filters: Path, ou
             raise ModelFormatError(f"{mel_filters}: {key} has shape {filters.shape}")
         required = required_tensors(hp)
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        try:
-            os.chmod(tmp_name, 0o644)
-            with os.fdopen(fd, "wb") as f:
+        with replacing(out, mode=0o644, fsync=True, suffix=".tmp") as tmp:
+            with tmp.open("wb") as f:
                 f.write(struct.pack("<12i", GGML_MAGIC, *hp.as_tuple()))
                 f.write(struct.pack("<2i", *filters.shape))
                 f.write(filters.tobytes())
@@ -262,14 +259,8 @@ def convert_ct2_to_ggml(model_bin: Path, vocabulary: Path, mel_filters: Path, ou
                 for tok in tokens:
                     f.write(struct.pack("<i", len(tok)) + tok)
                 written = _write_tensors(f, ct2, required, model_bin)
-                f.flush()
-                os.fsync(f.fileno())
             if missing := sorted(set(required) - written):
                 raise ModelFormatError(f"{model_bin}: no source for tensors {missing[:5]}")
-            os.replace(tmp_name, out)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
     finally:
         ct2.close()
 

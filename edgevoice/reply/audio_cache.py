@@ -17,7 +17,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from edgevoice.clock import ManualClock
 from edgevoice.interfaces import FloatAudio, Synthesizer
+from edgevoice.reply.bounds import ReplyBounds, ReplyLimit, closed
 from edgevoice.reply.chunker import ClauseChunker
 from edgevoice.reply.responder import FIRST_CLAUSE_WORDS
 from edgevoice.reply.speech_text import normalize_for_speech, speakable
@@ -25,16 +27,23 @@ from edgevoice.reply.speech_text import normalize_for_speech, speakable
 __all__ = ["CachedSynthesizer", "ReplyAudioCache", "spoken_pieces"]
 
 
-def spoken_pieces(reply: str, *, max_sentences: int) -> list[str]:
+def spoken_pieces(reply: str, *, max_sentences: int, bounds: ReplyBounds | None = None) -> list[str]:
     """The texts the voice is asked for when ``reply`` comes whole from the language model's side (a direct answer,
-    the refusal): cut into clauses and made speakable exactly as :class:`~edgevoice.reply.responder.Responder` does
-    with a reply that arrives in one piece. A piece cut otherwise is only a cache miss: it is synthesized then."""
+    the refusal): held to ``bounds``, cut into clauses and made speakable exactly as
+    :class:`~edgevoice.reply.responder.Responder` does with a reply that arrives in one piece. A piece cut otherwise
+    is only a cache miss: it is synthesized then."""
+    limit = ReplyLimit(bounds or ReplyBounds(), ManualClock())  # a whole reply: no time passes while it is read
+    text = limit.feed(reply)
+    text += limit.finish()
     chunker = ClauseChunker(first_max_words=FIRST_CLAUSE_WORDS)
     clauses, sentences = [], 0
-    for clause in chunker.feed(reply):
+    for clause in chunker.feed(text):
         clauses.append(clause)
         sentences += clause.rstrip().endswith((".", "!", "?"))
-    if sentences < max_sentences and (tail := chunker.flush()):
+    tail = chunker.flush()
+    if limit.cut is not None:
+        tail = closed(tail)
+    if sentences < max_sentences and tail:
         clauses.append(tail)
     texts = (speakable(clause, max_sentences=max_sentences) for clause in clauses)
     return [normalize_for_speech(text) for text in texts if text]

@@ -26,6 +26,8 @@ _WEAK = frozenset({
 })
 # fmt: on
 _SLACK = 3
+MAX_WORDS = 20
+"""A piece without a clause mark is cut after this many words (and a few more, to avoid ending on a weak word)."""
 
 
 class ClauseChunker:
@@ -43,7 +45,7 @@ class ClauseChunker:
     """
 
     def __init__(
-        self, *, first_max_words: int = 6, min_words: int = 4, max_words: int = 20, hurry_max_words: int = 4
+        self, *, first_max_words: int = 6, min_words: int = 4, max_words: int = MAX_WORDS, hurry_max_words: int = 4
     ) -> None:
         for key, value in (
             ("first_max_words", first_max_words),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.errors import LanguageModelError
-from edgevoice.events import Answered, ChatMessage
+from edgevoice.events import Answered, ChatMessage, Cut
 from edgevoice.interfaces import LanguageModel
 from edgevoice.reply.chunker import ClauseChunker
 
@@ -55,6 +55,10 @@ class RemoteStream:
         self._model, self._messages, self._max_tokens = model, list(messages), max_tokens
         self._queue: queue.Queue[_Piece | _End] = queue.Queue()
         self._cancelled = threading.Event()
+        self._end: _End | None = None  # the end, once taken: every later get returns it at once
+        self.cut: Cut | None = None
+        """The bound the remote's reply was cut at (its model's ``last_cut``, read on this stream's thread); set
+        before the end is queued."""
         self._thread = threading.Thread(target=self._read, name="remote-llm", daemon=True)
         self._thread.start()
 
@@ -65,6 +69,8 @@ class RemoteStream:
                 if self._cancelled.is_set():
                     return
                 self._queue.put(_Piece(text))
+            cut = getattr(self._model, "last_cut", None)
+            self.cut = cut if isinstance(cut, Cut) else None
             self._queue.put(_End())
         except LanguageModelError as exc:
             self._queue.put(_End(exc))
@@ -78,13 +84,20 @@ class RemoteStream:
                 close()
 
     def get(self, timeout: float | None) -> _Piece | _End | None:
-        """The next piece or the end; None when ``timeout`` seconds pass first (0: only what is already there)."""
+        """The next piece or the end (again, once taken: a reply shorter than its first clause has ended before it is
+        spoken); None when ``timeout`` seconds pass first (0: only what is already there)."""
+        if self._end is not None:
+            return self._end
         try:
             if timeout is not None and timeout <= 0:
-                return self._queue.get_nowait()
-            return self._queue.get(timeout=timeout)
+                item = self._queue.get_nowait()
+            else:
+                item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
+        if isinstance(item, _End):
+            self._end = item
+        return item
 
     def cancel(self) -> None:
         if not self._cancelled.is_set():
@@ -139,12 +152,15 @@ class HedgedModel:
         self.clock = clock or MonotonicClock()
         self.answered_by: Answered | None = None
         """Who answered the last reply (None until one of the models has)."""
+        self.last_cut: Cut | None = None
+        """The bound the answering model's reply stopped at, if it did (:attr:`RemoteStream.cut`, the local
+        model's ``last_cut``)."""
         self._streams: list[RemoteStream] = []
         self._interrupted = threading.Event()
         self._lock = threading.Lock()
 
     def stream_reply(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> Iterator[str]:
-        self.answered_by = None
+        self.answered_by = self.last_cut = None
         with self._lock:  # an interrupt either comes before this check or finds the new stream to cancel
             if self._interrupted.is_set():
                 raise LanguageModelError("generation interrupted: the model is shutting down", code="llm_interrupted")
@@ -183,6 +199,8 @@ class HedgedModel:
             log.info("the local model answers (%s)", self.answered_by.remote_error)
             yield local_first.text
             yield from local
+            cut = getattr(self.local, "last_cut", None)
+            self.last_cut = cut if isinstance(cut, Cut) else None
         finally:
             _close(local)
 
@@ -218,6 +236,7 @@ class HedgedModel:
             if isinstance(item, _End) and item.error is not None and item.error.code != "llm_interrupted":
                 log.warning("the remote model failed after its first clause; the reply ends there: %s", item.error)
                 self.answered_by = Answered("remote", item.error.code)
+            self.last_cut = remote.cut
             return
 
     # -- the local model's cache, and the owner's calls ------------------------------------------------------------

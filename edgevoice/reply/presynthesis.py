@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -24,10 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgevoice import paths
+from edgevoice.atomic_write import replacing
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_BUT
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.audio_cache import CachedSynthesizer, spoken_pieces
+from edgevoice.reply.bounds import ReplyBounds
 
 if TYPE_CHECKING:
     from edgevoice.kiosk.grounding import Kiosk
@@ -92,14 +92,11 @@ class DiskAudio:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".npz.tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    np.savez(fh, *chunks)
-                os.replace(tmp, self.directory / self.name(text))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with (
+                replacing(self.directory / self.name(text), prefix=".", suffix=".npz.tmp") as tmp,
+                tmp.open("wb") as fh,
+            ):
+                np.savez(fh, *chunks)
         except OSError as exc:
             self.writable = False
             log.warning("cannot keep presynthesized audio in %s (%s): memory only", self.directory, exc)
@@ -128,15 +125,18 @@ class Presynthesis:
         replies: Iterable[str],
         *,
         max_sentences: int,
+        bounds: ReplyBounds | None = None,
         disk: DiskAudio | None = None,
         idle: Callable[[], bool] | None = None,
         nice: int = PRESYNTHESIS_NICE,
     ) -> None:
-        """``idle``: synthesize only while it is true (the appliance has no turn in progress)."""
+        """``idle``: synthesize only while it is true (the appliance has no turn in progress). ``bounds``: the
+        responder's (:attr:`~edgevoice.reply.responder.Responder.bounds`); an answer longer than they allow is made
+        only as far as it would be spoken."""
         self.synthesizer, self.disk, self.idle, self.nice = synthesizer, disk, idle, nice
         pieces: dict[str, None] = {}
         for reply in replies:
-            pieces.update(dict.fromkeys(spoken_pieces(reply, max_sentences=max_sentences)))
+            pieces.update(dict.fromkeys(spoken_pieces(reply, max_sentences=max_sentences, bounds=bounds)))
         self.pieces = list(pieces)
         """Every distinct text the voice will be asked for, in the order given (the most needed first)."""
         self.from_disk = 0

@@ -17,9 +17,10 @@ import numpy as np
 
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.events import Answered, ChatMessage, Transcript
+from edgevoice.events import Answered, ChatMessage, Cut, Transcript
 from edgevoice.interfaces import FloatAudio, LanguageModel, Recognizer, Synthesizer
 from edgevoice.kiosk.prompt import conversation
+from edgevoice.reply.bounds import ReplyBounds, ReplyLimit, closed
 from edgevoice.reply.chunker import ClauseChunker
 from edgevoice.reply.speech_text import normalize_for_speech, speakable
 from edgevoice.reply.synthesis import SynthesisWorker
@@ -84,9 +85,12 @@ class ReplyTrace:
     reply_began: float | None = None
     """When a reply begun before the commit had its transcript (the marks are settled at the commit; the language
     model's and synthesizer's totals count from here)."""
+    cut: str | None = None
+    """Which bound ended the reply before the model did (:class:`~edgevoice.events.Cut`: "chars", "clauses",
+    "seconds", "tokens"); None when the model ended it (or the sentence limit, a barge-in)."""
     memory_trim_s: float | None = None
     """Seconds spent after the reply collecting its reference cycles and giving freed memory back to the system
-    (:mod:`edgevoice.live.memory`); None when it was not done (a turn was waiting)."""
+    (:mod:`edgevoice.memory`); None when it was not done (a turn was waiting)."""
 
     def settle_before(self, committed: float) -> None:
         """A reply begun before its turn was committed: marks that fell before the commit count as reached at the
@@ -112,6 +116,8 @@ class Responder:
         max_tokens: int,
         max_sentences: int,
         clock: Clock,
+        max_clauses: int = ReplyBounds.max_clauses,
+        max_reply_s: float = ReplyBounds.max_seconds,
         history_tokens: int = 600,
         count_tokens: Callable[[list[ChatMessage]], int] | None = None,
         asr_prompt: str = "",
@@ -123,7 +129,9 @@ class Responder:
         plays as it is made); otherwise clause by clause in the caller's thread (deterministic: offline replies).
         ``conversation_timeout_s``: the history is forgotten when no exchange was added for this long (0: never).
         ``unsure_below``: a transcript whose confidence is under this is marked unsure for the grounding
-        (:attr:`~edgevoice.events.ChatMessage.unsure`)."""
+        (:attr:`~edgevoice.events.ChatMessage.unsure`). Every reply is held to ``max_tokens`` pieces and as many
+        characters as they may hold, ``max_clauses`` clauses and ``max_reply_s`` seconds, whatever the model does
+        (:mod:`edgevoice.reply.bounds`)."""
         self.unsure_below = unsure_below
         self.asr_prompt = asr_prompt
         self.synthesis_thread = synthesis_thread
@@ -132,6 +140,7 @@ class Responder:
         self.prefix = prefix
         self.history: list[ChatMessage] = []
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
+        self.bounds = ReplyBounds(max_tokens=max_tokens, max_clauses=max_clauses, max_seconds=max_reply_s)
         self.clock = clock
         self.history_tokens = history_tokens
         self._count_tokens = count_tokens
@@ -264,6 +273,7 @@ class Responder:
         unsure = transcript.confidence is not None and transcript.confidence < self.unsure_below
         messages = conversation(self.prefix, self.history, transcript.text, unsure=unsure)
         chunker = ClauseChunker(first_max_words=FIRST_CLAUSE_WORDS)
+        limit = ReplyLimit(self.bounds, self.clock)
         sentences_spoken = 0
         stream = self.llm.stream_reply(messages, max_tokens=self.max_tokens)
         position: list[int | None] = [None]
@@ -273,24 +283,41 @@ class Responder:
 
         worker = SynthesisWorker(speak, cancel) if self.synthesis_thread else None
         say = worker.put if worker is not None else speak
+
+        def say_all(clauses: list[str]) -> None:
+            nonlocal sentences_spoken
+            for clause in clauses:
+                self._clause_ready(trace)
+                say(clause)
+                sentences_spoken += clause.rstrip().endswith((".", "!", "?"))
+
+        cut: Cut | None = None
         try:
+            stopped = False  # the sentence limit, a code block or a cancel: what is pending is not said
             for piece in stream:
                 if trace.first_token is None:
                     trace.first_token = self.clock.now()
                 if cancel.is_set():
+                    stopped = True
                     break
                 hurry = queued_s is not None and trace.first_clause is not None and queued_s() < HURRY_S
-                for clause in chunker.feed(piece, hurry=hurry):
-                    self._clause_ready(trace)
-                    say(clause)
-                    sentences_spoken += clause.rstrip().endswith((".", "!", "?"))
+                say_all(chunker.feed(limit.feed(piece), hurry=hurry))
                 if sentences_spoken >= self.max_sentences or "```" in chunker.pending or cancel.is_set():
+                    stopped = True
+                    break
+                if limit.cut is not None:
                     break
             else:
+                cut = self._model_cut()
+                if cut is None:  # a stream its model cut short may end mid-word: its last word is not said
+                    say_all(chunker.feed(limit.finish()))
+            cut = limit.cut or cut
+            if not stopped:
                 tail = chunker.flush()
+                if cut is not None:  # ends after its last whole word, with a full stop
+                    tail = closed(tail)
                 if tail and sentences_spoken < self.max_sentences and not cancel.is_set():
-                    self._clause_ready(trace)
-                    say(tail)
+                    say_all([tail])
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
@@ -303,8 +330,20 @@ class Responder:
         trace.verdict = verdict.value if isinstance(verdict, Enum) else None
         trace.cancelled = cancel.is_set()
         trace.reply = " ".join(c.text for c in trace.clauses)
+        if cut is not None:
+            trace.cut = cut.value
+            log.warning(
+                "turn %d: the reply was cut by its %s bound after %d characters, %d clauses, %d pieces and %.1f s",
+                trace.turn_id, cut.value, limit.chars, limit.clauses, limit.pieces, self.clock.now() - limit.started,
+            )  # fmt: skip
         trace.done = self.clock.now()
         return trace
+
+    def _model_cut(self) -> Cut | None:
+        """The bound the model's own stream stopped at (a remote server's reply read to its limit, the local model's
+        ``max_tokens``), if it says."""
+        cut = getattr(self.llm, "last_cut", None)
+        return cut if isinstance(cut, Cut) else None
 
     def _speak(
         self,

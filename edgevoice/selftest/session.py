@@ -24,12 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from edgevoice.bench.idle import settle
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import SelftestError
 from edgevoice.interfaces import FloatAudio
 from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess, Record
-from edgevoice.selftest.utterances import RATE, UTTERANCES, Utterance
+from edgevoice.selftest.cpu import settle
+from edgevoice.selftest.utterances import UTTERANCES, Utterance
 
 LEAD_S = 0.5
 """Silence played before each utterance."""
@@ -92,13 +93,16 @@ def run_session(
             result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S))
             progress("waiting for its start-up work (the models' recheck, the presynthesis) to end")
             settle([app.proc.pid], SETTLE_LIMIT_S)
-            mic_rec, spk_rec = pulse.record("mic.monitor", rate=RATE), pulse.record("spk.monitor", rate=RATE)
+            mic_rec, spk_rec = (
+                pulse.record("mic.monitor", rate=SAMPLE_RATE),
+                pulse.record("spk.monitor", rate=SAMPLE_RATE),
+            )
             mic_rec.wait_started()
             spk_rec.wait_started()
             offset = mic_rec.samples - spk_rec.samples  # spk sample i was recorded with mic sample i + offset
             played: list[tuple[FloatAudio, int]] = []
             for i, utterance in enumerate(utterances, 1):
-                audio = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
+                audio = np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), utterance.audio()])
                 played.append((audio, mic_rec.samples))
                 pulse.play(audio, sink="mic").wait()
                 turn = app.next("turn", TURN_TIMEOUT_S)
@@ -122,8 +126,8 @@ def speaker_side(
 ) -> list[float | None]:
     """Per utterance, end of the utterance (mic recording) → first reply sample (speaker recording), seconds.
     ``played``: each clip played into the microphone, with the microphone recording's length when it was played."""
-    heard = measure.played_spans(mic, played, RATE)
-    return measure.reply_latencies(heard, measure.spans(spk, RATE), offset, RATE)
+    heard = measure.played_spans(mic, played, SAMPLE_RATE)
+    return measure.reply_latencies(heard, measure.spans(spk, SAMPLE_RATE), offset, SAMPLE_RATE)
 
 
 def _hardware_session(
@@ -138,7 +142,7 @@ def _hardware_session(
         result = SessionResult(utterances=utterances, ready=app.next("ready", READY_TIMEOUT_S), mode="hardware")
         settle([app.proc.pid], SETTLE_LIMIT_S)
         for i, utterance in enumerate(utterances, 1):
-            queue = np.concatenate([np.zeros(int(LEAD_S * RATE), np.float32), utterance.audio()])
+            queue = np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), utterance.audio()])
             position = [0]
 
             def source(n: int, audio: FloatAudio = queue, pos: list[int] = position) -> FloatAudio:
@@ -146,8 +150,8 @@ def _hardware_session(
                 pos[0] += len(chunk)
                 return chunk
 
-            with OutputStream(source, source_rate=RATE) as speaker:
-                deadline = time.monotonic() + len(queue) / RATE + 5.0
+            with OutputStream(source, source_rate=SAMPLE_RATE) as speaker:
+                deadline = time.monotonic() + len(queue) / SAMPLE_RATE + 5.0
                 while position[0] < len(queue) and time.monotonic() < deadline:
                     time.sleep(0.05)
                 time.sleep(speaker.latency + 0.1)

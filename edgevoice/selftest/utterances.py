@@ -13,10 +13,10 @@ import numpy as np
 import soundfile
 
 from edgevoice import data
+from edgevoice.audio import SAMPLE_RATE
 from edgevoice.errors import SelftestError
 from edgevoice.interfaces import FloatAudio
 
-RATE = 16000
 KIOSK_VOICE = "kiosk"
 """The voice name of the utterances rendered by the kiosk's own (default) voice."""
 PAUSE_S = 0.6
@@ -52,7 +52,7 @@ class Utterance:
                 audio, rate = soundfile.read(str(path), dtype="float32")
         except (OSError, RuntimeError) as exc:
             raise SelftestError(f"bundled utterance {self.name}.flac is missing or unreadable: {exc}") from exc
-        if rate != RATE or audio.ndim != 1:
+        if rate != SAMPLE_RATE or audio.ndim != 1:
             raise SelftestError(f"bundled utterance {self.name}.flac is not 16 kHz mono")
         return np.asarray(audio, dtype=np.float32)
 

@@ -59,9 +59,10 @@ class ConfigReport:
 def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[], Any] | None = None) -> ConfigReport:
     """Every check below on ``config``; ``devices=False`` leaves the sound devices out (a box being prepared away
     from its sound hardware)."""
+    from edgevoice.config.listen_address import effective_listen
     from edgevoice.kiosk.knowledge import parse_knowledge
     from edgevoice.kiosk.small_talk import SmallTalk
-    from edgevoice.live.metrics import check_metrics_files, effective_listen
+    from edgevoice.live.metrics import check_metrics_files
     from edgevoice.live.recorder import check_record_dir, default_debug_dir
 
     report = ConfigReport(config.source)
@@ -98,8 +99,8 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
 def check_admin(config: Config) -> None:
     """The admin page's token file holds a token, and its Unix socket's path holds nothing but a socket."""
-    from edgevoice.admin.listen import effective_admin_listen, read_token
     from edgevoice.admin.server import check_socket_path
+    from edgevoice.config.admin_listen import effective_admin_listen, read_token
 
     if config.admin.token_file:
         read_token(config.admin.token_file)
