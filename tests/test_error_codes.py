@@ -16,23 +16,29 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = ROOT / "docs" / "cli.md"
 ROW = re.compile(r"^\| `([a-z0-9_]+)` \| (\d+) \| (.*) \|$")
 STATUS_ROW = re.compile(r"^\| (\d+) \| ")
+CODE = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
     """Each code written in the package, with where (``path:line``): a ``code="..."`` argument, a class's
-    ``code = "..."``, a ``{"code": "..."}`` (an error as JSON, e.g. the admin API's) and the first argument of a
-    function whose first parameter is ``code`` (``_fail(code, ...)``)."""
+    ``code = "..."``, a ``{"code": "..."}`` (an error as JSON), the first argument of a function whose first
+    parameter is ``code`` (``_fail(code, ...)``, ``error_response(code, ...)``, wherever it is called from) and the
+    snake_case keys of a module's table of codes (a dict named ``*_CODES`` or ``*_ERRORS``, ``ERROR_CODES`` itself
+    aside)."""
+    trees = {
+        str(path.relative_to(root.parent)): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for path in sorted(root.rglob("*.py"))
+    }
+    takes_code = {
+        node.name
+        for tree in trees.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.args.args and node.args.args[0].arg == "code"
+    }
     found: dict[str, list[str]] = defaultdict(list)
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        where = str(path.relative_to(root.parent))
-        takes_code = {
-            node.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef) and node.args.args and node.args.args[0].arg == "code"
-        }
+    for where, tree in trees.items():
 
-        def add(value: ast.expr, line: int) -> None:
+        def add(value: ast.expr | None, line: int) -> None:
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 found[value.value].append(f"{where}:{line}")  # noqa: B023 (used at once, in this iteration)
 
@@ -48,6 +54,13 @@ def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
                 for key, value in zip(node.keys, node.values, strict=True):
                     if isinstance(key, ast.Constant) and key.value == "code":
                         add(value, node.lineno)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                if any(n.endswith(("_CODES", "_ERRORS")) and n != "ERROR_CODES" for n in names):
+                    for key in node.value.keys:  # snake_case, as codes are (not a table of KEY_SPACE and the like)
+                        if isinstance(key, ast.Constant) and CODE.fullmatch(str(key.value)):
+                            add(key, node.lineno)
             elif isinstance(node, ast.ClassDef):
                 for statement in node.body:
                     if isinstance(statement, ast.Assign):
@@ -56,7 +69,7 @@ def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
                         targets = [statement.target]
                     else:
                         continue
-                    if statement.value is not None and any(isinstance(t, ast.Name) and t.id == "code" for t in targets):
+                    if any(isinstance(t, ast.Name) and t.id == "code" for t in targets):
                         add(statement.value, statement.lineno)
     return dict(found)
 
@@ -78,9 +91,20 @@ def test_the_scan_finds_codes_however_they_are_written(tmp_path: Path) -> None:
         "def _fail(code, message):\n    return AError(message)\n"
         "x = AError('m', code='by_keyword')\ny = _fail('by_helper', 'm')\nz = obj._fail('by_method', 'm')\n"
         "body = {'error': {'code': 'by_json', 'message': 'm'}}\n"
+        "HTTP_CODES = {'by_table': 409}\nERROR_CODES = {'not_by_the_registry': 1}\nKEY_CODES = {'KEY_SPACE': 57}\n"
     )
+    (package / "other.py").write_text("from m import _fail\nerror = _fail('by_helper_elsewhere', 'm')\n")
     found = raised_codes(package)
-    assert set(found) == {"by_class", "by_annotated_class", "by_keyword", "by_helper", "by_method", "by_json"}
+    assert set(found) == {
+        "by_class",
+        "by_annotated_class",
+        "by_keyword",
+        "by_helper",
+        "by_method",
+        "by_json",
+        "by_table",
+        "by_helper_elsewhere",
+    }
     assert found["by_keyword"] == ["edgevoice/m.py:7"]
 
 
