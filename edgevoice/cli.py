@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice import __version__
-from edgevoice.cli_json import emit, emit_error, human
+from edgevoice.cli_exit import run_command
+from edgevoice.cli_json import emit, human
+from edgevoice.cli_parser import CommandParser
+from edgevoice.config import Config
 from edgevoice.config.load import find_config
-from edgevoice.errors import EdgeVoiceError
+from edgevoice.errors import AudioDeviceError, ConfigError, ConfigErrors, EdgeVoiceError, combined_status
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
-EXIT_NOTHING_FOUND = 1
-"""`edgevoice devices` found no sound device."""
 
 STAGE_ORDER = ("vad", "asr", "llm_first_token", "first_audio", "llm", "tts", "total")
 STAGE_LABELS = {
@@ -103,6 +103,10 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     from edgevoice.audio.streams import list_devices
 
     devices = list_devices()
+    if not devices:  # as `run` and `config --check` find it: the device may come later (exit status 69)
+        raise AudioDeviceError(
+            "no sound devices found (is the sound server running, the sound card there, this user in the audio group?)"
+        )
     if args.json:
         emit({"devices": [dataclasses.asdict(d) for d in devices]})
     else:
@@ -111,13 +115,6 @@ def _cmd_devices(args: argparse.Namespace) -> int:
                 f"{d.index:>3}  {d.name:<40} in={d.max_input_channels} out={d.max_output_channels} "
                 f"rate={d.default_rate:.0f} ({d.host_api})"
             )
-    if not devices:
-        print(
-            "edgevoice: no sound devices found (is the sound server running, the sound card there, this user in the "
-            "audio group?)",
-            file=sys.stderr,
-        )
-        return EXIT_NOTHING_FOUND
     return 0
 
 
@@ -144,17 +141,24 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from edgevoice.config_check import check_config, effective_config
+    from edgevoice.config.load import config_path
+    from edgevoice.config_check import ConfigReport, check_config, effective_config
 
-    config = find_config(args.config)
-    printing = args.print_config
-    report = check_config(config, devices=not args.no_devices) if args.check or not printing else None
+    printing, checking = args.print_config, args.check or not args.print_config
+    config: Config | None = None
+    try:
+        config = find_config(args.config)
+    except ConfigError as exc:
+        if not checking:
+            raise
+        errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]  # every value's error, each with its key
+        report: ConfigReport | None = ConfigReport(str(config_path(args.config)), errors=list(errors))
+    else:
+        report = check_config(config, devices=not args.no_devices) if checking else None
     if args.json:
-        emit(
-            (report.as_json() if report is not None else {"source": config.source})
-            | ({"config": effective_config(config)} if printing else {})
-        )
-    elif printing:
+        document = report.as_json() if report is not None else {"source": config.source if config else None}
+        emit(document | ({"config": effective_config(config)} if printing and config is not None else {}))
+    elif printing and config is not None:
         print(f"# effective configuration (from {config.source}, defaults filled in, secrets masked)")
         print(tomli_w.dumps(effective_config(config), multiline_strings=True), end="")
     if report is None:
@@ -164,11 +168,11 @@ def _cmd_config(args: argparse.Namespace) -> int:
     for error in report.errors:
         print(f"edgevoice: error: {error}", file=sys.stderr)
     if report.errors:
-        print(f"edgevoice: {len(report.errors)} error(s) in {config.source}", file=sys.stderr)
-        return 2
+        print(f"edgevoice: {len(report.errors)} error(s) in {report.source}", file=sys.stderr)
+        return combined_status([e.code for e in report.errors])
     if not args.json:
         warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
-        human(f"config OK ({config.source}){warned}", json_mode=printing)
+        human(f"config OK ({report.source}){warned}", json_mode=printing)
     return 0
 
 
@@ -178,9 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     from edgevoice.models.cli import add_models_parser
     from edgevoice.selftest.cli import add_selftest_parser
 
-    parser = argparse.ArgumentParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
+    parser = CommandParser(prog="edgevoice", description="Offline voice assistant for kiosks.")
     parser.add_argument("--version", action="version", version=f"edgevoice {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument(
+        "--json", dest="json_before_command", action="store_true", help="the command's --json, before its name"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("converse", help="answer one recorded question: WAV in, spoken reply out")
@@ -228,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="check the configuration before a start (exit status 2 on errors), or print it",
         description="Check the configuration: its values, the knowledge, the models (installed and matching their "
         "checksums), the recognizer's language, the sound devices and the files the service writes. Every "
-        "problem is reported; the exit status is 2 when there is an error. --check is the default.",
+        "problem is reported; the exit status is 2 when there is an error (69 when the only ones are sound devices "
+        "not found, as for `run`). --check is the default.",
     )
     p.add_argument("--config")
     p.add_argument("--check", action="store_true", help="check everything (the default without --print)")
@@ -250,17 +257,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        return int(args.handler(args))
-    except EdgeVoiceError as exc:
-        if getattr(args, "json", None) is True:
-            emit_error(exc)
-        print(f"edgevoice: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """Run one command line; returns the exit status (docs/cli.md)."""
+    return run_command(build_parser(), argv)

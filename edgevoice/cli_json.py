@@ -1,9 +1,10 @@
 """What ``--json`` means on every ``edgevoice`` command: one JSON document on stdout and nothing else there.
 
 A command's result is one JSON object on one line (``run --json``: one object per line, one per event). Whatever is
-for people (tables, progress, warnings) goes to stderr. A command that fails prints ``{"error": {"code": ...,
-"message": ...}}`` instead (the code is the stable :class:`~edgevoice.errors.EdgeVoiceError` code) and exits with
-status 2, as without ``--json``. The shapes are listed in docs/cli.md.
+for people (tables, progress, warnings) goes to stderr. A command that fails, a usage error included, prints
+``{"error": {"code": ..., "message": ...}}`` instead (the code is the stable :class:`~edgevoice.errors.EdgeVoiceError`
+code; a configuration's errors add ``key`` and, several at once, ``errors``) and exits with its code's status, as
+without ``--json``. The shapes are listed in docs/cli.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def emit(document: dict[str, Any]) -> None:
 
 def emit_error(exc: EdgeVoiceError) -> None:
     """The JSON result of a command that failed."""
-    emit({"error": {"code": exc.code, "message": exc.message}})
+    emit({"error": exc.as_json()})
 
 
 def human(text: str, *, json_mode: bool) -> None:

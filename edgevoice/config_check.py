@@ -51,7 +51,7 @@ class ConfigReport:
         return {
             "ok": self.ok,
             "source": self.source,
-            "errors": [{"code": e.code, "message": e.message} for e in self.errors],
+            "errors": [e.as_json() for e in self.errors],
             "warnings": self.warnings,
         }
 

@@ -152,3 +152,60 @@ def test_checksum_mismatch_names_file_and_both_hashes(tmp_path: Path, store) -> 
     import hashlib
 
     assert hashlib.sha256(bytes(data)).hexdigest() in proc.stderr
+
+
+def _closed_early(args: list[str], *, lines: int) -> tuple[int, str]:
+    """Run ``edgevoice ARGS`` with stdout a real pipe whose reader takes ``lines`` lines (0: none) and closes it, as
+    ``| head -N`` does; the exit status and stderr."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "edgevoice", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        for _ in range(lines):
+            proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        return proc.wait(timeout=300), err
+
+
+def test_a_reader_that_closes_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    # more than a pipe holds (64 KiB), so the writer is still writing when `head -1` goes away
+    knowledge = "".join(f"Q: Is room {i} open? A: Room {i} is open from nine to five.\n" for i in range(4000))
+    config = tmp_path / "edgevoice.toml"
+    config.write_text(f"[kiosk]\nknowledge = '''\n{knowledge}'''\n")
+    assert config.stat().st_size > 3 * 65536
+    status, err = _closed_early(["config", "--print", "--config", str(config)], lines=1)
+    assert (status, err) == (141, "")  # 128 + SIGPIPE, as a shell reports; no BrokenPipeError traceback
+
+    status, err = _closed_early(["models", "list", "--dir", str(tmp_path)], lines=0)
+    assert (status, err) == (141, "")
+
+
+def test_a_usage_error_under_json_is_one_object_on_stdout() -> None:
+    proc = edgevoice("config", "--json", "--bogus")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout) == {"error": {"code": "usage", "message": "unrecognized arguments: --bogus"}}
+    assert "usage: edgevoice" in proc.stderr
+
+
+def test_run_records_to_a_reader_gone_say_so_without_a_traceback() -> None:
+    """`run --json | head -3`: the records' writer (called from the loop's threads) finds the reader gone and says so
+    (the run then stops and exits 141); a record written after it goes to /dev/null."""
+    script = (
+        "import sys\n"
+        "from edgevoice.live.cli import write_lines\n"
+        'results = [write_lines([\'{"event": "partial", "text": "\' + \'x\' * 1000 + \'"}\']) for _ in range(200)]\n'
+        "print(results[0], results.count(False), file=sys.stderr)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader is gone before the first record
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0
+    assert err == "False 1\n"  # the first record finds the reader gone, the later ones go to /dev/null

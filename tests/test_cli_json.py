@@ -1,5 +1,6 @@
 """`--json` means the same on every command: one JSON object on stdout (``run``: one per line), nothing else there,
-``{"error": {...}}`` and exit status 2 on a failure; `edgevoice devices` says so when it finds none."""
+``{"error": {...}}`` and its code's exit status on a failure, a usage error included; `-v` and `--json` stand
+anywhere on the line; one condition gives one exit status, whichever command meets it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from edgevoice import cli
 from edgevoice.audio import streams
 from edgevoice.audio.devices import DeviceInfo
+from edgevoice.errors import EXIT_UNAVAILABLE, AudioDeviceError, ModelChecksumError
 from edgevoice.live.cli import write_lines
 
 
@@ -39,16 +41,16 @@ def test_every_command_takes_json_as_a_flag() -> None:
         assert flag.nargs == 0 and flag.const is True, f"edgevoice {name}: --json takes a value"
 
 
-def test_devices_says_so_when_it_finds_none(
+def test_no_sound_device_is_the_error_run_stops_with(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(streams, "list_devices", lambda: [])
-    assert cli.main(["devices"]) == cli.EXIT_NOTHING_FOUND == 1
+    assert cli.main(["devices"]) == EXIT_UNAVAILABLE == 69  # as `run` and `config --check`: the unit retries on 69
     out, err = capsys.readouterr()
-    assert out == "" and "no sound devices found" in err
-    assert cli.main(["devices", "--json"]) == 1
+    assert out == "" and "edgevoice: error: [audio_device] no sound devices found" in err
+    assert cli.main(["devices", "--json"]) == 69
     out, err = capsys.readouterr()
-    assert json.loads(out) == {"devices": []} and "no sound devices found" in err
+    assert json.loads(out)["error"]["code"] == "audio_device" and "no sound devices found" in err
 
 
 def test_devices_as_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,7 +84,7 @@ def test_a_failure_under_json_is_an_error_object(tmp_path: Path, capsys: pytest.
 
 
 def test_models_verify_and_list_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["models", "verify", "silero-vad", "--json", "--dir", str(tmp_path)]) == 1
+    assert cli.main(["models", "verify", "silero-vad", "--json", "--dir", str(tmp_path)]) == 2  # model_missing's
     out = capsys.readouterr().out
     report = json.loads(out)
     assert report["ok"] is False and report["models_dir"] == str(tmp_path)
@@ -114,7 +116,96 @@ def test_run_reports_a_bad_config_as_an_error_object(tmp_path: Path, capsys: pyt
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     assert json.loads(out) == {
-        "error": {"code": "config_invalid", "message": "llm.threads = 0: must be between 1 and 64"}
+        "error": {
+            "code": "config_invalid",
+            "message": "llm.threads = 0: must be between 1 and 64",
+            "key": "llm.threads",
+        }
+    }
+
+
+def _one_object(out: str) -> dict[str, object]:
+    assert out.count("\n") == 1, out
+    document = json.loads(out)
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.mark.parametrize("place", ["after", "before", "top"])
+def test_a_usage_error_under_json_is_an_error_object_on_every_command(
+    place: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in commands(cli.build_parser()):
+        words = name.split()
+        line = {
+            "after": [*words, "--bogus", "--json"],
+            "before": [*words, "--json", "--bogus"],
+            "top": ["--json", *words, "--bogus"],
+        }[place]
+        assert cli.main(line) == 2, line
+        out, err = capsys.readouterr()
+        error = _one_object(out)["error"]
+        assert isinstance(error, dict) and error["code"] == "usage", (line, error)
+        assert "usage: edgevoice" in err and "edgevoice: error: [usage]" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (["--json"], "the following arguments are required: command"),
+        (["--json", "nosuch"], "invalid choice: 'nosuch'"),
+        (["models", "--json"], "the following arguments are required: COMMAND"),
+        (["converse", "--json"], "the following arguments are required: input"),
+        (["trigger", "push", "--json"], "invalid choice: 'push'"),
+        (["models", "install", "--all", "silero-vad", "--json"], "give model names or --all, not both"),
+    ],
+)
+def test_usage_errors_of_the_top_level_and_of_arguments_are_error_objects(
+    line: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(line) == 2
+    error = _one_object(capsys.readouterr().out)["error"]
+    assert error == {"code": "usage", "message": error["message"]} and message in str(error["message"])
+
+
+def test_verbose_and_json_stand_anywhere_on_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = cli.build_parser()
+    for name, leaf in commands(parser).items():
+        assert "-v" in leaf._option_string_actions, f"edgevoice {name} does not take -v"
+    assert parser.parse_args(["-v", "devices"]).verbose is True
+    assert parser.parse_args(["devices", "-v"]).verbose is True
+    assert parser.parse_args(["models", "list", "--verbose"]).verbose is True
+    assert getattr(parser.parse_args(["devices"]), "verbose", False) is False
+
+    config = tmp_path / "edgevoice.toml"
+    config.write_text('[kiosk]\nname = "Zoe"\n')
+    for line in (
+        ["--json", "config", "--print", "--config", str(config)],
+        ["config", "--print", "--config", str(config), "--json", "-v"],
+        ["-v", "--json", "config", "--print", "-v", "--config", str(config)],
+    ):
+        assert cli.main(line) == 0, line
+        assert _one_object(capsys.readouterr().out)["config"]["kiosk"]["name"] == "Zoe"  # type: ignore[index]
+
+
+def test_one_condition_has_one_exit_status_whichever_command_meets_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgevoice.live import cli as live_cli
+
+    def stops_with(error: Exception) -> object:
+        def run_live(*_args: object, **_kwargs: object) -> int:
+            raise error
+
+        return run_live
+
+    monkeypatch.setattr(live_cli, "run_live", stops_with(AudioDeviceError("no default input device")))
+    assert cli.main(["run"]) == 69  # what `devices` and `config --check` give for no sound device
+    monkeypatch.setattr(live_cli, "run_live", stops_with(ModelChecksumError("silero_vad.onnx: sha256 differs")))
+    assert cli.main(["run", "--json"]) == 2  # what `models verify` and `config --check` give for a mismatch
+    assert _one_object(capsys.readouterr().out)["error"] == {
+        "code": "model_checksum",
+        "message": "silero_vad.onnx: sha256 differs",
     }
 
 

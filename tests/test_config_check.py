@@ -206,3 +206,92 @@ def test_the_devices_are_found_on_a_real_sound_server(pulse: Any) -> None:
     assert len(device_errors) == 1, device_errors
     assert device_errors[0].startswith("audio.output_device = 'Headset': output device 'Headset' matches no")
     assert "'pulse'" in device_errors[0]  # the devices there are, to choose from
+
+
+SEVEN_BAD_VALUES = """\
+[llm]
+threads = 0
+n_ctx = "large"
+[vad]
+threshold = 2.0
+[asr]
+max_seconds = 99
+[kiosk]
+max_sentences = 0
+direct_answer = true
+[tts]
+provider = "tpu"
+"""
+SEVEN_KEYS = [
+    "llm.threads",
+    "llm.n_ctx",
+    "vad.threshold",
+    "asr.max_seconds",
+    "kiosk.max_sentences",
+    "kiosk.direct_answer",
+    "tts.provider",
+]
+
+
+def test_every_value_error_of_a_file_is_reported_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``threads = 0`` used to hide the six errors after it: each is listed with its key, in the file's order."""
+    path = tmp_path / "edgevoice.toml"
+    path.write_text(SEVEN_BAD_VALUES)
+    assert cli.main(["config", "--check", "--no-devices", "--config", str(path)]) == 2
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.startswith("edgevoice: error: [config_invalid] ")]
+    assert [line.split("] ", 1)[1].split(" ")[0].rstrip(":") for line in lines] == SEVEN_KEYS, err
+    assert "kiosk.direct_answer: unknown key (allowed here: " in err and f"7 error(s) in {path}" in err
+    assert out == ""
+
+    assert cli.main(["config", "--json", "--config", str(path)]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["source"] == str(path)
+    assert [e["key"] for e in report["errors"]] == SEVEN_KEYS
+    assert {e["code"] for e in report["errors"]} == {"config_invalid"}
+    assert report["errors"][0]["message"] == "llm.threads = 0: must be between 1 and 64"
+
+
+def test_every_other_command_stops_at_load_with_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "edgevoice.toml"
+    path.write_text(SEVEN_BAD_VALUES)
+    assert cli.main(["say", "Hello.", "--out", str(tmp_path / "hello.wav"), "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"edgevoice: error: [config_invalid] 7 errors in {path}:" in err
+    assert all(f"\n  {key}" in err for key in SEVEN_KEYS), err
+
+    assert cli.main(["run", "--json", "--config", str(path)]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "config_invalid" and [e["key"] for e in error["errors"]] == SEVEN_KEYS
+
+
+def test_rules_between_keys_are_reported_beside_the_values(tmp_path: Path) -> None:
+    from edgevoice.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors) as caught:
+        config_from_dict({"llm": {"backend": "openai", "threads": 0}, "tts": {"threads": "two"}})
+    assert [e.key for e in caught.value.errors] == ["llm.threads", "tts.threads"]  # llm's own rule waits for its values
+    with pytest.raises(ConfigErrors) as caught:
+        config_from_dict({"llm": {"backend": "openai"}, "tts": {"threads": "two"}})
+    assert [e.key for e in caught.value.errors] == ["llm", "tts.threads"]
+    assert caught.value.errors[0].message.startswith("llm.base_url: must be set")
+
+
+def test_only_missing_sound_devices_exit_69_as_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgevoice.audio import devices
+
+    path = tmp_path / "edgevoice.toml"
+    models = "\n".join(f'{key} = "{value}"' for key, value in own_models(tmp_path).items())
+    path.write_text(f"[models]\n{models}\n[kiosk]\nsemantic = false\n")
+    monkeypatch.setattr(devices, "start_portaudio", lambda: FakePortAudio([], [], defaults=False))
+    assert cli.main(["config", "--config", str(path)]) == 69  # the sound server may come later: not 2
+    assert "[audio_device] audio.input_device = ''" in capsys.readouterr().err
+    assert cli.main(["config", "--config", str(path), "--json"]) == 69
+    assert {e["code"] for e in json.loads(capsys.readouterr().out)["errors"]} == {"audio_device"}
+
+    path.write_text(path.read_text() + '[asr]\nlanguage = "xx"\n')  # and an error a restart will not mend: 2
+    assert cli.main(["config", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "[audio_device] audio.input_device" in err and "[config_invalid] asr.language = 'xx'" in err

@@ -334,7 +334,7 @@ def test_verify_reports_tampered_and_missing_files(
     manifest_path = world.tmp / "manifest.toml"
     _write_toml(world.data, manifest_path)
     monkeypatch.setenv("EDGEVOICE_MANIFEST", str(manifest_path))
-    assert cli.main(["verify", "--dir", str(world.models)]) == 1
+    assert cli.main(["verify", "--dir", str(world.models)]) == 2  # model_checksum's status, as for every command
     out = capsys.readouterr().out
     assert f"expected sha256 {sha(world.gguf)}" in out and f"actual   sha256 {sha(bytes(tampered))}" in out
     assert "MISSING" in out and str(world.models / "v.onnx.json") in out

@@ -15,6 +15,7 @@ from edgevoice.bench.scoring import invented_values, is_small_talk_reply
 from edgevoice.bench.venue import KINDS, Question, Venue, load_venue, parse_questions, sample_venue, venue_dirs
 from edgevoice.bench.venue_quality import Conversations, answer_venue, score_reply, summarize
 from edgevoice.cli import build_parser
+from edgevoice.cli_parser import UsageError
 from edgevoice.config import AsrConfig, Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.errors import ConfigError
@@ -174,7 +175,7 @@ def test_cli_takes_venues_split_voices_and_written_only() -> None:
     assert args.venue == ["venues/library", "sample"] and args.voice == ["espeak-en-us"]
     default = build_parser().parse_args(["bench", "--quality"])
     assert (default.venue, default.split, default.written_only, default.full) == ([], "both", False, False)
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="invalid choice: 'train'"):  # the command line reports it (docs/cli.md)
         build_parser().parse_args(["bench", "--quality", "--split", "train"])
 
 

@@ -12,12 +12,13 @@ import time
 from types import FrameType
 
 from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
+from edgevoice.cli_exit import stdout_closed
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
 from edgevoice.config.listen_address import effective_listen
 from edgevoice.converse import Assistant, trace_stages
 from edgevoice.engines.factory import load_engines, load_turn_model, model_store
-from edgevoice.errors import AudioDeviceError
+from edgevoice.errors import EXIT_BROKEN_PIPE, AudioDeviceError
 from edgevoice.events import answered_record
 from edgevoice.live.assistant import LiveAssistant
 from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speaking
@@ -26,7 +27,7 @@ from edgevoice.live.faults import inject_faults
 from edgevoice.live.loop import Turn
 from edgevoice.live.metrics import Metrics, MetricsExporter
 from edgevoice.live.recorder import TurnRecorder
-from edgevoice.live.service import EXIT_AUDIO_UNAVAILABLE, LoopProbe, Notifier, ServiceLog, ServiceMonitor
+from edgevoice.live.service import LoopProbe, Notifier, ServiceLog, ServiceMonitor
 from edgevoice.memory import settle
 from edgevoice.models.recheck import BackgroundRecheck
 from edgevoice.reply.audio_cache import CachedSynthesizer
@@ -39,13 +40,21 @@ log = logging.getLogger(__name__)
 _STDOUT = threading.Lock()
 
 
-def write_lines(lines: list[str]) -> None:
+def write_lines(lines: list[str]) -> bool:
     """Write whole lines to stdout, each call's lines together: records come from several threads (the recognition
     worker's partials, the responder's "speaking", the turns), and a ``print`` writes its text and its newline
-    apart, so two threads printing at once can run two records into one line that no reader can parse."""
+    apart, so two threads printing at once can run two records into one line that no reader can parse.
+
+    False when stdout's reader is gone (``run --json | head -3``): stdout then goes to /dev/null, and the caller
+    stops the run, as SIGPIPE would have."""
     with _STDOUT:
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
-        sys.stdout.flush()
+        try:
+            sys.stdout.write("".join(f"{line}\n" for line in lines))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            stdout_closed()
+            return False
+    return True
 
 
 def turn_record(
@@ -143,10 +152,12 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             ]
         else:
             lines = [f"[{record['event']}] " + ", ".join(f"{k}={v}" for k, v in record.items() if k != "event")]
-        write_lines(lines)
+        if not write_lines(lines):
+            reader_gone.set()
+            stop.set()
 
     faulthandler.enable()  # a crash in a native engine leaves every thread's Python stack in the log
-    stop = threading.Event()
+    stop, reader_gone = threading.Event(), threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %d: stopping", signum)
@@ -215,10 +226,9 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         with live:
             try:
                 live.start()
-            except AudioDeviceError as exc:  # the device may still appear: exit so that systemd retries
+            except AudioDeviceError as exc:  # the device may still appear: its exit status, 69, has systemd retry
                 journal.error(exc)
-                print(f"edgevoice: error: {exc}", file=sys.stderr)
-                return EXIT_AUDIO_UNAVAILABLE
+                raise
             load_ms = round((time.perf_counter() - t0) * 1000)
             arm_faults(engines)
             emit({"event": "ready", "load_ms": load_ms})
@@ -276,4 +286,4 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     errors = live.loop.errors if live is not None else []
     if errors:
         print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
-    return 0
+    return EXIT_BROKEN_PIPE if reader_gone.is_set() else 0

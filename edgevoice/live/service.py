@@ -32,11 +32,6 @@ from edgevoice.errors import EdgeVoiceError
 log = logging.getLogger(__name__)
 turn_log = logging.getLogger("edgevoice.turns")
 
-EXIT_AUDIO_UNAVAILABLE = 69
-"""`edgevoice run` exit status when no sound device could be opened at start (EX_UNAVAILABLE). Unlike a
-configuration or model error (status 2, which the unit does not restart), the device may appear later (a USB
-microphone enumerating, the sound server starting), so systemd restarts the service, within its start limit."""
-
 STALL_S = 2.0
 """The listener is reported stalled (STATUS=degraded) when it consumed no microphone audio for this long while the
 input stream delivers."""

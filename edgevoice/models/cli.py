@@ -1,7 +1,8 @@
 """``edgevoice models install|verify|list|bundle``: argparse builders that the main ``edgevoice`` CLI mounts.
 
 ``add_models_parser(subparsers)`` adds the ``models`` command; its parsed arguments go to ``run_models(args)``,
-which returns the exit status (0 ok, 1 a verification failed, 2 an error, printed as ``edgevoice: error: ...``).
+which returns the exit status (0 ok; an error's is its code's, docs/cli.md: a file missing or failing its checksum
+2, as for every command that meets it).
 Each command takes ``--json`` (:mod:`edgevoice.cli_json`).
 ``python -m edgevoice.models.cli install ...`` runs the same commands without the main CLI.
 """
@@ -14,13 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgevoice.cli_json import emit, emit_error
-from edgevoice.errors import EdgeVoiceError
+from edgevoice.cli_exit import run_command
+from edgevoice.cli_json import emit
+from edgevoice.cli_parser import CommandParser
+from edgevoice.errors import EdgeVoiceError, combined_status
 
 JSON_HELP = "print the result as one JSON object on stdout, nothing else there (docs/cli.md)"
 
 if TYPE_CHECKING:
-    from edgevoice.models.store import ModelStore
+    from edgevoice.models.store import ModelStore, VerifyResult
 
 __all__ = ["add_models_parser", "main", "run_models"]
 
@@ -93,38 +96,32 @@ def run_models(args: argparse.Namespace) -> int:
     from edgevoice.models.store import ModelStore  # lazy: `edgevoice --help` stays cheap
 
     json_mode = bool(getattr(args, "json", False))
-    try:
-        store = ModelStore(models_dir=_models_dir(args))
-        if args.models_command in ("install", "bundle") and args.all and args.names:
-            raise EdgeVoiceError("give model names or --all, not both", code="usage")
-        if args.models_command == "install":
-            names = store.manifest.names() if args.all else list(args.names)
-            quiet = args.quiet or json_mode
-            paths = store.install(names, progress=not quiet, find_links=args.find_links, force=args.force)
-            if json_mode:
-                emit({"models_dir": str(store.models_dir), "paths": [str(p) for p in paths]})
-            elif not args.quiet:
-                for path in paths:
-                    print(path)
-            return 0
-        if args.models_command == "bundle":
-            names = store.manifest.names() if args.all else list(args.names)
-            quiet = args.quiet or json_mode
-            dists = store.bundle(args.directory, names, progress=not quiet, find_links=args.find_links)
-            if json_mode:
-                emit({"directory": str(args.directory), "distributions": [str(d) for d in dists]})
-            elif not args.quiet:
-                print(f"{len(dists)} distributions and the manifest in {args.directory}")
-                print(f"install with: edgevoice models install --find-links {args.directory}")
-            return 0
-        if args.models_command == "verify":
-            return _print_verify(store, args.names, json_mode)
-        return _print_list(store, json_mode)
-    except EdgeVoiceError as exc:
+    store = ModelStore(models_dir=_models_dir(args))
+    if args.models_command in ("install", "bundle") and args.all and args.names:
+        raise EdgeVoiceError("give model names or --all, not both", code="usage")
+    if args.models_command == "install":
+        names = store.manifest.names() if args.all else list(args.names)
+        quiet = args.quiet or json_mode
+        paths = store.install(names, progress=not quiet, find_links=args.find_links, force=args.force)
         if json_mode:
-            emit_error(exc)
-        print(f"edgevoice: error: {exc}", file=sys.stderr)
-        return 2
+            emit({"models_dir": str(store.models_dir), "paths": [str(p) for p in paths]})
+        elif not args.quiet:
+            for path in paths:
+                print(path)
+        return 0
+    if args.models_command == "bundle":
+        names = store.manifest.names() if args.all else list(args.names)
+        quiet = args.quiet or json_mode
+        dists = store.bundle(args.directory, names, progress=not quiet, find_links=args.find_links)
+        if json_mode:
+            emit({"directory": str(args.directory), "distributions": [str(d) for d in dists]})
+        elif not args.quiet:
+            print(f"{len(dists)} distributions and the manifest in {args.directory}")
+            print(f"install with: edgevoice models install --find-links {args.directory}")
+        return 0
+    if args.models_command == "verify":
+        return _print_verify(store, args.names, json_mode)
+    return _print_list(store, json_mode)
 
 
 def _models_dir(args: argparse.Namespace) -> Path | None:
@@ -157,7 +154,7 @@ def _print_verify(store: ModelStore, names: Sequence[str], json_mode: bool = Fal
             for r in results
         ]
         emit({"ok": not failed, "models_dir": str(store.models_dir), "files": files})
-        return 1 if failed else 0
+        return _verify_status(failed)
     for r in results:
         if r.status == "ok":
             print(f"ok        {r.model}: {r.path}\n          sha256 {r.actual_sha256}")
@@ -170,7 +167,12 @@ def _print_verify(store: ModelStore, names: Sequence[str], json_mode: bool = Fal
             print(f"          actual   sha256 {r.actual_sha256} ({r.actual_size} bytes)")
             print(f"          reinstall with: {store.install_command(r.model, force=True)}")
     print(f"{len(results) - len(failed)} of {len(results)} files ok", file=sys.stderr)
-    return 1 if failed else 0
+    return _verify_status(failed)
+
+
+def _verify_status(failed: Sequence[VerifyResult]) -> int:
+    """The exit status of the errors the files found, as every command that meets them would exit with."""
+    return combined_status(["model_missing" if r.status == "missing" else "model_checksum" for r in failed])
 
 
 def _print_list(store: ModelStore, json_mode: bool = False) -> int:
@@ -206,10 +208,9 @@ def _state(installed: bool, verified: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="edgevoice models", description="Install, verify and list model files.")
+    parser = CommandParser(prog="edgevoice models", description="Install, verify and list model files.")
     _add_commands(parser)
-    args = parser.parse_args(argv)
-    return run_models(args)
+    return run_command(parser, argv)
 
 
 if __name__ == "__main__":
