@@ -62,9 +62,16 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "fault_injection": ErrorCode(EXIT_ERROR, "a test-only fault-injection setting cannot be parsed"),
     "injected_fault": ErrorCode(EXIT_ERROR, "a fault injected on purpose by a test"),
     "kiosk_busy": ErrorCode(EXIT_ERROR, "a reply did not end in time, so the knowledge was not reloaded"),
+    "knowledge_binary": ErrorCode(EXIT_ERROR, "the knowledge holds control characters or NUL bytes: binary, not text"),
+    "knowledge_entry_too_long": ErrorCode(EXIT_ERROR, "a knowledge entry is longer than a fact can be"),
+    "knowledge_not_a_file": ErrorCode(EXIT_ERROR, "the knowledge file is a directory, FIFO or device"),
     "knowledge_not_editable": ErrorCode(EXIT_ERROR, "the knowledge is inline in the configuration (HTTP 409)"),
     "knowledge_not_restored": ErrorCode(EXIT_ERROR, "a refused knowledge save could not put the previous file back"),
+    "knowledge_not_text": ErrorCode(
+        EXIT_ERROR, "under half of the knowledge's words are words or numbers: not written for people"
+    ),
     "knowledge_not_utf8": ErrorCode(EXIT_ERROR, "the knowledge is not UTF-8 text (the message names line and byte)"),
+    "knowledge_system_file": ErrorCode(EXIT_ERROR, "the knowledge file lies under a system directory"),
     "llm_context_full": ErrorCode(EXIT_ERROR, "the prompt does not fit the language model's context (`[llm] n_ctx`)"),
     "llm_failed": ErrorCode(EXIT_ERROR, "the language model failed"),
     "llm_interrupted": ErrorCode(EXIT_ERROR, "a reply was cut short because the model is shutting down or cancelled"),
