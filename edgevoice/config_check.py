@@ -20,7 +20,7 @@ from typing import Any
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, EdgeVoiceError, ModelMissingError
 
-__all__ = ["ConfigReport", "check_config", "effective_config", "masked"]
+__all__ = ["ConfigReport", "check_config", "check_own_paths", "effective_config", "masked"]
 
 SECRET = re.compile(r"(^|_)(api_key|token|password|secret)$|._key$")
 """Config keys whose values ``--print`` masks (a key file's path is not a secret: ``api_key_file`` is shown; nor is
@@ -59,22 +59,16 @@ class ConfigReport:
 def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[], Any] | None = None) -> ConfigReport:
     """Every check below on ``config``; ``devices=False`` leaves the sound devices out (a box being prepared away
     from its sound hardware)."""
-    from edgevoice.config.listen_address import effective_listen
     from edgevoice.kiosk.knowledge import parse_knowledge
     from edgevoice.kiosk.small_talk import SmallTalk
-    from edgevoice.live.metrics import check_metrics_files
-    from edgevoice.live.recorder import check_record_dir, default_debug_dir
 
     report = ConfigReport(config.source)
     report.check(
         lambda: parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
     )
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
-    report.check(lambda: check_metrics_files(effective_listen(config.metrics.listen), config.metrics.textfile))
     report.check(lambda: check_admin(config))
-    if config.debug.record_turns > 0:
-        record_dir = config.debug.record_dir
-        report.check(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
+    check_own_paths(config, report)
     if config.llm.backend == "openai":
         from edgevoice.engines.openai_remote import read_api_key
 
@@ -97,16 +91,35 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     return report
 
 
-def check_admin(config: Config) -> None:
-    """The admin page's token file holds a token, and its Unix socket's path holds nothing but a socket."""
+def check_own_paths(config: Config, report: ConfigReport) -> None:
+    """The sockets and files the service creates hold nothing it must not replace (:mod:`edgevoice.ownership`): the
+    metrics socket and textfile, the admin page's and the trigger's Unix sockets, the debug recorder's directory.
+    `edgevoice run` makes this check before loading a model."""
     from edgevoice.admin.server import check_socket_path
-    from edgevoice.config.admin_listen import effective_admin_listen, read_token
+    from edgevoice.config.admin_listen import effective_admin_listen
+    from edgevoice.config.listen_address import effective_listen
+    from edgevoice.live.activation_inputs import check_activation_socket
+    from edgevoice.live.metrics import check_metrics_files
+    from edgevoice.live.recorder import check_record_dir, default_debug_dir
+
+    report.check(
+        lambda: check_metrics_files(effective_listen(config.metrics.listen), config.metrics.textfile, report.warnings)
+    )
+    admin = effective_admin_listen(config.admin.listen)
+    if admin.startswith("unix:"):
+        report.check(lambda: check_socket_path(admin[5:], report.warnings))
+    report.check(lambda: check_activation_socket(config.activation, report.warnings))
+    if config.debug.record_turns > 0:
+        record_dir = config.debug.record_dir
+        report.check(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
+
+
+def check_admin(config: Config) -> None:
+    """The admin page's token file holds a token (its Unix socket: :func:`check_own_paths`)."""
+    from edgevoice.config.admin_listen import read_token
 
     if config.admin.token_file:
         read_token(config.admin.token_file)
-    listen = effective_admin_listen(config.admin.listen)
-    if listen.startswith("unix:"):
-        check_socket_path(listen[5:])
 
 
 def _check_models(config: Config, report: ConfigReport) -> Path | None:

@@ -354,11 +354,11 @@ def short_dir() -> Iterator[Path]:
 def test_unix_listen_never_removes_a_file_that_is_not_a_socket(short_dir: Path) -> None:
     victim = short_dir / "important.db"
     victim.write_bytes(b"keep me")
-    with pytest.raises(ConfigError, match="is not a socket; it is not removed"):
+    with pytest.raises(ConfigError, match="not a socket; it is not replaced"):
         MetricsExporter(Metrics(), listen=f"unix:{victim}")
     assert victim.read_bytes() == b"keep me"
     (short_dir / "dir").mkdir()
-    with pytest.raises(ConfigError, match="is not a socket"):
+    with pytest.raises(ConfigError, match="is a directory, not a socket"):
         MetricsExporter(Metrics(), listen=f"unix:{short_dir / 'dir'}")
     assert (short_dir / "dir").is_dir()
 
@@ -382,7 +382,7 @@ def test_unix_listen_replaces_a_stale_socket(short_dir: Path) -> None:
 def test_textfile_refuses_to_replace_a_file_that_is_not_ours(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     foreign = tmp_path / "passwd"
     foreign.write_text("root:x:0:0\n")
-    with pytest.raises(ConfigError, match="does not hold edgevoice's metrics; it is not replaced"):
+    with pytest.raises(ConfigError, match="is not a file of edgevoice's metrics; it is not replaced"):
         MetricsExporter(Metrics(), textfile=str(foreign))
     assert foreign.read_text() == "root:x:0:0\n"
 

@@ -17,6 +17,7 @@ from edgevoice.atomic_write import atomic_write
 from edgevoice.config.knowledge_path import check_knowledge_path
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
+from edgevoice.ownership import TEXT, check_file
 
 SAVING = threading.Lock()
 """Held by :func:`save_and_reload` from reading the previous file until the kiosk has loaded the new one (or the
@@ -83,6 +84,7 @@ def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: 
         except OSError as exc:
             raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
         backup = backup_path(path)
+        check_file(f"{source} (its backup)", backup, TEXT)  # a directory or a binary file there is not ours
         try:
             previous_backup: bytes | None = backup.read_bytes()
         except FileNotFoundError:

@@ -4,19 +4,18 @@ a stale socket is ever replaced); :meth:`AdminServer.close` stops it within a co
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
-import stat
 import threading
 from typing import Any
 
 from edgevoice.config.admin_listen import parse_admin_listen
-from edgevoice.errors import ConfigError
+from edgevoice.ownership import BoundSocket, check_socket, claim_socket
 
 log = logging.getLogger(__name__)
 
+SOCKET_KEY = "admin.listen"
 WORKER_THREADS = 4
 """Threads the admin page may run blocking work on at once (status, a reload); more requests wait their turn."""
 
@@ -26,9 +25,7 @@ def bind(listen: str, *, token: bool) -> socket.socket:
     host, port = parse_admin_listen(listen, token=token)
     if host == "unix":
         path = str(port)
-        check_socket_path(path)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        claim_socket(SOCKET_KEY, path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(path)
@@ -50,11 +47,9 @@ def bind(listen: str, *, token: bool) -> socket.socket:
     return sock
 
 
-def check_socket_path(path: str) -> None:
-    """Refuse, untouched, anything at ``path`` that is not a socket."""
-    with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise ConfigError(f"admin.listen = 'unix:{path}': {path} exists and is not a socket; it is not removed")
+def check_socket_path(path: str, warnings: list[str] | None = None) -> None:
+    """What :func:`bind` would refuse at a Unix socket's ``path``, untouched (:mod:`edgevoice.ownership`)."""
+    check_socket(SOCKET_KEY, path, [] if warnings is None else warnings)
 
 
 class AdminServer:
@@ -65,7 +60,7 @@ class AdminServer:
 
         self.listen = listen
         self._socket = bind(listen, token=token)
-        self._unix_path = listen[5:] if listen.startswith("unix:") else None
+        self._unix = BoundSocket(listen[5:]) if listen.startswith("unix:") else None
         config = uvicorn.Config(
             app, log_config=None, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1
         )  # log_config=None: uvicorn leaves logging as the run set it up (the journal under systemd)
@@ -98,6 +93,5 @@ class AdminServer:
         self._server.should_exit = True
         self._thread.join(timeout)
         self._socket.close()
-        if self._unix_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._unix_path)
+        if self._unix is not None:
+            self._unix.remove()

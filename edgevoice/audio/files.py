@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,8 @@ import numpy.typing as npt
 import soundfile
 import soxr
 
-from edgevoice.errors import AudioInputError, EdgeVoiceError
+from edgevoice import ownership
+from edgevoice.errors import AudioInputError
 
 FloatAudio = npt.NDArray[np.float32]
 log = logging.getLogger(__name__)
@@ -85,22 +85,10 @@ def to_model_rate(audio: npt.NDArray[np.floating], from_rate: int, to_rate: int)
     return np.clip(mono, -1.0, 1.0)
 
 
-def check_output_path(path: Path | str) -> None:
-    """Refuse, before any work is done, a path a WAV cannot be written to: a directory, a missing or read-only
-    folder, a read-only file."""
-    path = Path(path)
-    parent = path.parent
-    if path.is_dir():
-        problem = "is a directory; name a file"
-    elif not parent.is_dir():
-        problem = f"its folder {parent} does not exist"
-    elif not os.access(parent, os.W_OK | os.X_OK):
-        problem = f"its folder {parent} is not writable"
-    elif path.exists() and not os.access(path, os.W_OK):
-        problem = "the file exists and is not writable"
-    else:
-        return
-    raise EdgeVoiceError(f"cannot write {path}: {problem}", code="output_path")
+def check_output_path(path: Path | str, *, key: str = "--out") -> None:
+    """Refuse, before any work is done, a path a WAV cannot be written to or must not replace
+    (:func:`edgevoice.ownership.check_output_path`)."""
+    ownership.check_output_path(path, key=key, kind=ownership.WAV)
 
 
 def write_wav(path: Path | str, audio: FloatAudio, rate: int) -> None:

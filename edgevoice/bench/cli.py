@@ -112,8 +112,11 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_bench(args: argparse.Namespace) -> int:
     from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
+    from edgevoice.ownership import JSON_REPORT, check_output_path
 
     config = find_config(args.config)
+    if args.report:
+        check_output_path(args.report, key="--report", kind=JSON_REPORT)  # before the runs, not after
     store = model_store(config)
     engines = args.engines or not (args.quality or args.pipeline or args.idle)
 

@@ -214,8 +214,12 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from edgevoice.config.file import write_config
     from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
+    from edgevoice.ownership import CONFIG_TOML, JSON_REPORT, check_output_path
 
     config = find_config(args.config)
+    check_output_path(args.out, key="--out", kind=CONFIG_TOML)  # before the trials, not after
+    if args.report:
+        check_output_path(args.report, key="--report", kind=JSON_REPORT)
     options = TuneOptions.quick() if args.quick else TuneOptions()
     result = tune(config, model_store(config), options, progress=lambda m: print(f"... {m}", file=sys.stderr))
     base = None if config.source == "<defaults>" else config.source

@@ -27,6 +27,7 @@ from edgevoice.config.keys import KEY_CODES as KEY_CODES
 from edgevoice.config.keys import key_code as key_code
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.live.activation import Activation, ActivationEvent, ActivationMode, Press, Release
+from edgevoice.ownership import BoundSocket, check_socket, claim_socket
 
 if TYPE_CHECKING:
     from edgevoice.config import ActivationConfig
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SOCKET_NAME = "activation.sock"
 """The trigger socket's name in the service's ``RuntimeDirectory=``."""
+SOCKET_KEY = "activation.socket"
 SERVICE_SOCKET = f"/run/edgevoice/{SOCKET_NAME}"
 """Where the shipped unit's socket is (``RuntimeDirectory=edgevoice``)."""
 REOPEN_S = 1.0
@@ -236,11 +238,12 @@ class TriggerSocket(InputThread):
     def __init__(self, activation: Activation, path: str) -> None:
         super().__init__(activation)
         self.path = path
-        Path(path).unlink(missing_ok=True)  # left by a process that was killed
+        claim_socket(SOCKET_KEY, path)  # a stale socket left by a process that was killed; nothing else
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             self.sock.bind(path)
             os.chmod(path, 0o600)
+            self._bound = BoundSocket(path)
         except OSError as exc:
             self.sock.close()
             raise EdgeVoiceError(
@@ -262,7 +265,7 @@ class TriggerSocket(InputThread):
 
     def _release(self) -> None:
         self.sock.close()
-        Path(self.path).unlink(missing_ok=True)
+        self._bound.remove()
 
 
 def send_command(path: str, word: str = "trigger") -> None:
@@ -298,9 +301,16 @@ def activation_inputs(activation: Activation, config: ActivationConfig) -> list[
     return inputs
 
 
+def check_activation_socket(config: ActivationConfig, warnings: list[str]) -> None:
+    """Refuse, untouched, what :class:`TriggerSocket` would refuse at its path (anything but a stale socket)."""
+    if config.mode != ActivationMode.ALWAYS and (path := socket_path(config.socket)):
+        check_socket(SOCKET_KEY, path, warnings)
+
+
 def check_activation(config: ActivationConfig, warnings: list[str]) -> list[EdgeVoiceError]:
     """What `edgevoice config --check` finds wrong with ``[activation]``: a mode with no input to drive it, a key
-    device or GPIO chip that is not there or not readable, the gpiod package missing."""
+    device or GPIO chip that is not there or not readable, the gpiod package missing (the socket's path:
+    :func:`check_activation_socket`)."""
     errors: list[EdgeVoiceError] = []
     inputs = [k for k in ("device", "gpio_chip") if getattr(config, k)]
     if config.mode == ActivationMode.ALWAYS:

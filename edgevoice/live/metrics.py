@@ -12,12 +12,9 @@ costs nothing else. Uses ``prometheus_client``, imported only when metrics are o
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import socket
 import socketserver
-import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from edgevoice.atomic_write import atomic_write
 from edgevoice.config.listen_address import parse_listen
 from edgevoice.errors import ConfigError
 from edgevoice.events import Answered
+from edgevoice.ownership import BoundSocket, FileKind, check_file, check_socket, claim_socket
 from edgevoice.trace import STAGE_NAMES, TurnTimeline
 
 log = logging.getLogger(__name__)
@@ -33,31 +31,19 @@ log = logging.getLogger(__name__)
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
 
-def check_metrics_files(listen: str, textfile: str) -> None:
-    """Refuse, without touching them, a Unix socket path held by something that is not a socket and a textfile that
-    is not ours: the exporter replaces both."""
+SOCKET_KEY = "metrics.listen"
+TEXTFILE_KEY = "metrics.textfile"
+TEXTFILE = FileKind("a file of edgevoice's metrics", lambda head: head.startswith(b"# HELP edgevoice_"))
+"""What ``[metrics] textfile`` holds once written: the exposition of :class:`Metrics`."""
+
+
+def check_metrics_files(listen: str, textfile: str, warnings: list[str] | None = None) -> None:
+    """Refuse, without touching them, a Unix socket path held by anything but a stale socket and a textfile that is
+    not ours: the exporter replaces both (:mod:`edgevoice.ownership`)."""
     if listen.startswith("unix:"):
-        path = listen[5:]
-        with contextlib.suppress(OSError):
-            if not stat.S_ISSOCK(os.lstat(path).st_mode):
-                raise ConfigError(f"metrics.listen = {listen!r}: {path} exists and is not a socket; it is not removed")
-    if textfile and not _ours(Path(textfile)):
-        raise ConfigError(
-            f"metrics.textfile = {textfile!r}: that file exists and does not hold edgevoice's metrics; "
-            "it is not replaced (name a new file, or remove it)"
-        )
-
-
-def _ours(path: Path) -> bool:
-    """A textfile this exporter may replace: none yet, an empty file, or one that holds edgevoice's metrics."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return not head or head.startswith(b"# HELP edgevoice_")
+        check_socket(SOCKET_KEY, listen[5:], [] if warnings is None else warnings)
+    if textfile:
+        check_file(TEXTFILE_KEY, textfile, TEXTFILE)
 
 
 class Metrics:
@@ -130,7 +116,7 @@ class MetricsExporter:
         self.textfile = Path(textfile) if textfile else None
         self._server: socketserver.BaseServer | None = None
         self._thread: threading.Thread | None = None
-        self._unix_path: str | None = None
+        self._unix: BoundSocket | None = None
         if listen:
             self._serve(*parse_listen(listen))
 
@@ -141,9 +127,13 @@ class MetricsExporter:
         try:
             if host == "unix":
                 path = str(port)
-                _remove_stale_socket(path)
+                try:
+                    claim_socket(SOCKET_KEY, path)
+                except ConfigError as exc:  # served by another process (a file there was refused at start)
+                    log.warning("metrics: %s; metrics are not served", exc.message)
+                    return
                 server: socketserver.BaseServer = _UnixHTTPServer(path, handler)
-                self._unix_path = path
+                self._unix = BoundSocket(path)
             else:
                 server = _TCPHTTPServer((host, int(port)), handler)
         except OSError as exc:
@@ -158,8 +148,10 @@ class MetricsExporter:
         """After a turn: rewrite the textfile (if configured)."""
         if self.textfile is None:
             return
-        if not _ours(self.textfile):
-            log.warning("metrics: %s no longer holds edgevoice's metrics; it is left alone", self.textfile)
+        try:
+            check_file(TEXTFILE_KEY, self.textfile, TEXTFILE)
+        except ConfigError as exc:
+            log.warning("metrics: %s; it is left alone", exc.message)
             return
         try:  # readable by node_exporter, which may run as another user
             atomic_write(self.textfile, self.metrics.exposition(), mode=0o644)
@@ -173,20 +165,8 @@ class MetricsExporter:
             server.server_close()
         if self._thread is not None:
             self._thread.join(2.0)
-        if self._unix_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._unix_path)
-
-
-def _remove_stale_socket(path: str) -> None:
-    """Remove a socket left by a previous run; anything else at ``path`` is refused, never deleted."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise ConfigError(f"metrics.listen = 'unix:{path}': {path} exists and is not a socket; it is not removed")
-    os.unlink(path)
+        if self._unix is not None:
+            self._unix.remove()
 
 
 class _TCPHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):

@@ -32,6 +32,7 @@ from edgevoice.errors import ModelChecksumError, ModelError, ModelInstallError, 
 from edgevoice.models.distributions import Archives, fetch_distribution, report, sha256_file
 from edgevoice.models.formats import check_format
 from edgevoice.models.manifest import Manifest, ModelSpec, OutputSpec, load_manifest
+from edgevoice.ownership import CONFIG_TOML, TEXT, check_file
 from edgevoice.paths import default_download_cache, default_models_dir
 
 __all__ = ["ModelStatus", "ModelStore", "VerifyResult", "sha256_file"]
@@ -284,6 +285,8 @@ class ModelStore:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ModelInstallError(f"cannot create the bundle directory {directory}: {exc}") from exc
+        check_file("models bundle", directory / "manifest.toml", CONFIG_TOML)
+        check_file("models bundle", directory / "SHA256SUMS", TEXT)
         written: dict[Path, str] = {}
         for spec in self.manifest.select(names):
             for src in spec.sources:

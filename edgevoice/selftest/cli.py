@@ -39,12 +39,15 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     from edgevoice.cli_json import emit, human
     from edgevoice.config.load import find_config
     from edgevoice.engines.factory import model_store
+    from edgevoice.ownership import JSON_REPORT, PNG, check_output_path
     from edgevoice.selftest.chart import waterfall
     from edgevoice.selftest.report import report, table
     from edgevoice.selftest.session import run_session
     from edgevoice.selftest.utterances import UTTERANCES
 
     config = find_config(args.config)
+    check_output_path(args.report, key="--report", kind=JSON_REPORT)  # before a session of minutes, not after
+    check_output_path(args.chart, key="--chart", kind=PNG)
     budget = args.budget_ms if args.budget_ms is not None else config.selftest.budget_ms
     store = model_store(config)
     result = run_session(
