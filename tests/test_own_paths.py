@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from edgevoice.config.check import check_config
 
 from edgevoice import cli
 from edgevoice.admin.knowledge_file import backup_path, save_and_reload
 from edgevoice.admin.server import bind
+from edgevoice.clock import ManualClock
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_config
 from edgevoice.errors import ConfigError
 from edgevoice.live.activation import Activation
 from edgevoice.live.activation_inputs import TriggerSocket
@@ -220,3 +221,40 @@ def test_the_knowledge_backup_replaces_only_a_text_file(tmp_path: Path) -> None:
     backup_path(knowledge).write_text("Q: old\nA: old\n")
     save_and_reload(knowledge, "Q: When do you close?\nA: At six.\n", reload=lambda: None, clock=lambda: 0.0)
     assert "nine" in backup_path(knowledge).read_text() and "six" in knowledge.read_text()
+
+
+# --- a flood of datagrams -----------------------------------------------------------------------------------------
+
+
+def test_a_flood_of_garbage_datagrams_logs_a_line_and_a_count(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = short_dir / "activation.sock"
+    activation = Counting()
+    clock = ManualClock()
+    source = TriggerSocket(activation, str(path), clock=clock)
+    source.start()
+    flood = 3000
+    with caplog.at_level(logging.WARNING, logger="edgevoice"):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
+                for i in range(flood):
+                    client.sendto(b"\xff garbage %d" % i, str(path))  # blocks while the queue is full: none lost
+                client.sendto(b"trigger", str(path))
+            assert activation.came.wait(30)
+            clock.advance(61.0)  # the next interval: the count, one more line, then a count again at shutdown
+            activation.came.clear()
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
+                for _ in range(5):
+                    client.sendto(b"bogus", str(path))
+                client.sendto(b"trigger", str(path))
+            assert activation.came.wait(30)
+        finally:
+            assert source.close(5)
+    lines = [r.getMessage() for r in caplog.records if "trigger socket" in r.getMessage()]
+    assert len(lines) == 4, lines
+    assert "unknown command" in lines[0]
+    assert f"datagrams that are no command: {flood - 1} more in the last 61 s" in lines[1]
+    assert "unknown command 'bogus'" in lines[2]
+    assert ": 4 more in the last 0 s" in lines[3]
+    assert source.refused.total == flood + 5

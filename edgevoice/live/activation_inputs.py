@@ -23,10 +23,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from edgevoice.clock import Clock
 from edgevoice.config.keys import KEY_CODES as KEY_CODES
 from edgevoice.config.keys import key_code as key_code
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.live.activation import Activation, ActivationEvent, ActivationMode, Press, Release
+from edgevoice.log_throttle import ThrottledWarning
 from edgevoice.ownership import BoundSocket, check_socket, claim_socket
 
 if TYPE_CHECKING:
@@ -235,9 +237,11 @@ class TriggerSocket(InputThread):
 
     name = "trigger-socket"
 
-    def __init__(self, activation: Activation, path: str) -> None:
+    def __init__(self, activation: Activation, path: str, *, clock: Clock | None = None) -> None:
         super().__init__(activation)
         self.path = path
+        self.refused = ThrottledWarning(log, f"trigger socket {path}: datagrams that are no command", clock=clock)
+        """Unknown datagrams: anyone who may write to the socket could send thousands a second."""
         claim_socket(SOCKET_KEY, path)  # a stale socket left by a process that was killed; nothing else
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
@@ -261,9 +265,10 @@ class TriggerSocket(InputThread):
             try:
                 self.activation.command(word)
             except ConfigError as exc:
-                log.warning("trigger socket: %s", exc)
+                self.refused.warn("trigger socket: %s", exc)
 
     def _release(self) -> None:
+        self.refused.flush()
         self.sock.close()
         self._bound.remove()
 
