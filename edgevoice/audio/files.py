@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,8 @@ multiply the file sixteen-thousand-fold)."""
 MAX_FILE_SECONDS = 300.0
 """How much of a file ``read_audio`` decodes by default: a recorded question with silence around it fits easily."""
 
+_HEADER_BYTES = 1 << 16
+"""How much of a WAV is read to check its header (the chunks before ``data``: ``fmt``, ``LIST``, ``bext``...)."""
 _BLOCK_SAMPLES = 1 << 20
 """Samples (all channels together) decoded at a time: memory stays bounded whatever the file holds."""
 
@@ -39,6 +43,7 @@ def read_audio(path: Path | str, *, rate: int, max_seconds: float = MAX_FILE_SEC
     path = Path(path)
     if not path.is_file():
         raise AudioInputError(f"{path}: no such file", code="audio_missing")
+    check_wav_header(path)
     try:
         with soundfile.SoundFile(str(path)) as fh:
             file_rate, channels = int(fh.samplerate), max(1, int(fh.channels))
@@ -66,6 +71,48 @@ def read_audio(path: Path | str, *, rate: int, max_seconds: float = MAX_FILE_SEC
         log.warning("%s: only its first %.0f s are used (the limit for an audio file)", path, max_seconds)
     audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     return np.clip(audio, -1.0, 1.0)
+
+
+def check_wav_header(path: Path) -> None:
+    """Refuse a file that says it is a WAV (``RIFF``, ``WAVE``) but whose header cannot describe audio: no or a cut
+    ``fmt`` chunk, 0 channels, a rate of 0 Hz, 0 bits a sample, no ``data`` chunk. libsndfile refuses these too, but
+    with a message that can read "No such file or directory". Other files are left to libsndfile."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_HEADER_BYTES)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError as exc:
+        raise AudioInputError(f"{path}: cannot read it ({exc.strerror})", code="audio_unreadable") from exc
+    if not head.startswith(b"RIFF") or head[8:12] != b"WAVE":
+        return
+    problem = _wav_header_problem(head, size)
+    if problem:
+        raise AudioInputError(f"{path}: a bad WAV header: {problem}", code="audio_bad_header")
+
+
+def _wav_header_problem(head: bytes, size: int) -> str:
+    """What is wrong with a RIFF/WAVE header's first bytes (``head``) of a ``size``-byte file; "" when nothing."""
+    offset, fmt = 12, False
+    while offset + 8 <= len(head):
+        chunk, length = head[offset : offset + 4], int.from_bytes(head[offset + 4 : offset + 8], "little")
+        body = offset + 8
+        if chunk == b"fmt ":
+            if length < 16 or body + 16 > len(head):
+                return f"its fmt chunk is cut short ({max(0, min(length, len(head) - body))} of 16 bytes)"
+            _format, channels, rate, _byte_rate, _align, bits = struct.unpack_from("<HHIIHH", head, body)
+            if channels == 0:
+                return "it says 0 channels"
+            if rate == 0:
+                return "it says a sample rate of 0 Hz"
+            if bits == 0:
+                return "it says 0 bits a sample"
+            fmt = True
+        elif chunk == b"data":
+            return "" if fmt else "no fmt chunk before its data"
+        offset = body + length + (length & 1)
+    if len(head) < size:
+        return ""  # chunks beyond what was read: libsndfile judges the rest
+    return f"no data chunk in its {size} bytes" if fmt else f"no fmt chunk in its {size} bytes"
 
 
 def _resample_block(
