@@ -315,11 +315,10 @@ def test_verify_reports_tampered_and_missing_files(
     st = target.stat()
     tampered = bytearray(world.gguf)
     tampered[-1] ^= 0xFF
-    with target.open("r+b") as fh:  # same size, same inode, and the mtime put back: the stamp cannot notice
+    with target.open("r+b") as fh:  # same size, same inode, and the mtime put back
         fh.write(tampered)
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     (world.models / "v.onnx.json").unlink()
-    assert store.path("chunky") == target  # trusted by its stamp until a full verify
 
     results = {r.file: r for r in store.verify()}
     assert results["v.onnx"].ok
@@ -487,10 +486,9 @@ def test_recheck_finds_a_file_corrupted_in_place(world: SimpleNamespace) -> None
     st = target.stat()
     tampered = bytearray(world.gguf)
     tampered[-1] ^= 0xFF
-    with target.open("r+b") as fh:  # same size, same inode, and the mtime put back: the stamp cannot notice
+    with target.open("r+b") as fh:  # changed while the service runs, after it was handed out
         fh.write(tampered)
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert store.path("chunky") == target
 
     errors: list[ModelError] = []
     recheck = recheck_module.BackgroundRecheck(store, on_error=errors.append).start()
@@ -502,6 +500,53 @@ def test_recheck_finds_a_file_corrupted_in_place(world: SimpleNamespace) -> None
     assert "edgevoice models install chunky --force" in message
     with pytest.raises(ModelChecksumError, match="fails its checksum"):  # its stamp is gone: the next load re-hashes
         store.path("chunky")
+
+
+def _tamper_keeping_mtime(target: Path) -> bytes:
+    """Flip the last byte of ``target`` in place and put its mtime back, as a careless or hostile writer may."""
+    st = target.stat()
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0xFF
+    with target.open("r+b") as fh:
+        fh.write(data)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    return bytes(data)
+
+
+def test_a_file_changed_in_place_with_its_mtime_put_back_is_hashed_again(world: SimpleNamespace) -> None:
+    store = new_store(world)
+    store.install(progress=False, find_links=world.dists)
+    target = store.path("chunky")
+    tampered = _tamper_keeping_mtime(target)
+    for fresh in (store, new_store(world)):  # this process, and the next start (config --check, converse, run)
+        with pytest.raises(ModelChecksumError) as err:
+            fresh.path("chunky")
+        message = err.value.message
+        assert str(target) in message and f"expected sha256 {sha(world.gguf)}" in message
+        assert f"actual sha256 {sha(tampered)}" in message
+
+
+def test_a_verified_file_is_hashed_once_and_a_copy_once_again(
+    world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    hashed: list[str] = []
+    real_hash = store_module._hash
+    monkeypatch.setattr(store_module, "_hash", lambda path: hashed.append(path.name) or real_hash(path))
+    new_store(world).install(progress=False, find_links=world.dists)
+    hashed.clear()
+    for _ in range(2):  # every later start trusts the stamp
+        new_store(world).path("chunky")
+    assert hashed == []
+    copy = world.tmp / "restored"
+    shutil.copytree(world.models, copy, copy_function=shutil.copy2)  # `cp -a`: same bytes, sizes and mtimes
+    new_store(world, models=copy).path("chunky")
+    assert hashed == ["chunky.gguf"]  # a new inode and ctime: hashed once
+    new_store(world, models=copy).path("chunky")
+    assert hashed == ["chunky.gguf"]  # then trusted again
 
 
 def test_recheck_stops_when_asked(world: SimpleNamespace) -> None:

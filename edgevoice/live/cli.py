@@ -204,8 +204,8 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
 
     live: LiveAssistant | None = None
     admin: AdminHandle | None = None
-    # A model file corrupted in place keeps its stamp's size and mtime: hash every file again once ready (seconds of
-    # work, too long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
+    # A model file changed after it was verified at load: hash every file again once ready (seconds of work, too
+    # long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
     recheck = BackgroundRecheck(
         store, on_error=lambda exc: stop.set(), idle=lambda: live is not None and live.loop.idle()
     )

@@ -1,5 +1,5 @@
-"""Hashing the models again after start-up: a file corrupted in place keeps its size and mtime, so its
-verification stamp cannot tell; only its content does."""
+"""Hashing the models again after start-up: a file changed after it was verified at load (while the service runs)
+is already open and stamped; only its content tells."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ log = logging.getLogger(__name__)
 
 
 def recheck(store: ModelStore, stop: threading.Event | None = None, *, idle: Callable[[], bool] | None = None) -> bool:
-    """Hash every file handed out by :meth:`ModelStore.path` again, stamps or not: a file corrupted in place keeps its
-    size and mtime, so only its content tells. Raises :class:`ModelChecksumError` naming the file and the expected
-    checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end. ``idle``: hash only
-    while it says so (the appliance has no turn in progress), so the work never competes with a visitor's turn."""
+    """Hash every file handed out by :meth:`ModelStore.path` again, stamps or not: a file changed since it was
+    handed out is already loaded, so only its content tells. Raises :class:`ModelChecksumError` naming the file and
+    the expected checksum on a mismatch (and drops its stamp); False when ``stop`` was set before the end. ``idle``:
+    hash only while it says so (the appliance has no turn in progress), so the work never competes with a visitor's
+    turn."""
     stop = stop or threading.Event()
     for target, (name, out) in list(store.handed_out.items()):
         digest = hashlib.sha256()

