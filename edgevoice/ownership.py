@@ -122,9 +122,12 @@ class BoundSocket:
             pass
 
 
-def check_socket(key: str, path: str, warnings: list[str]) -> None:
-    """What :func:`claim_socket` would refuse, without touching ``path``; a socket served now is a warning."""
+def check_socket(key: str, path: str, warnings: list[str] | None) -> None:
+    """What :func:`claim_socket` would refuse, without touching ``path``; a socket served now is a warning in
+    ``warnings`` (refused when it is None)."""
     if socket_state(key, path) is SocketState.LIVE:
+        if warnings is None:
+            raise _refuse(key, path, "is a socket another process serves", "is edgevoice already running?")
         warnings.append(f"{key}: {path} is served by a running process now (a start beside it would be refused)")
 
 

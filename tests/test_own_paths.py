@@ -61,26 +61,32 @@ class Counting(Activation):
 # --- the activation socket ----------------------------------------------------------------------------------------
 
 
+def edgevoice(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """An edgevoice command in its own process, with no models installed (nothing it refuses may need one)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EDGEVOICE_MODELS_DIR": str(directory / "no-models")}
+    return subprocess.run(
+        [sys.executable, "-m", "edgevoice", *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
+
+
+def edgevoice_run(directory: Path, config_text: str) -> subprocess.CompletedProcess[str]:
+    config = directory / "edgevoice.toml"
+    config.write_text(config_text)
+    return edgevoice(directory, "run", "--config", str(config))
+
+
 def test_a_file_at_the_activation_socket_survives_run_and_config_check(short_dir: Path) -> None:
     victim = short_dir / "notes.txt"
     victim.write_bytes(KEEP)
-    config = short_dir / "edgevoice.toml"
-    config.write_text(f'[activation]\nmode = "trigger"\nsocket = "{victim}"\n')
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "EDGEVOICE_MODELS_DIR": str(short_dir / "no-models")}
-
-    run = subprocess.run(
-        [sys.executable, "-m", "edgevoice", "run", "--config", str(config)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
-    )  # fmt: skip
+    run = edgevoice_run(short_dir, f'[activation]\nmode = "trigger"\nsocket = "{victim}"\n')
     assert run.returncode == 2, run.stderr[-2000:]
     assert f"[{CODE}] activation.socket: {victim} exists and is a regular file, not a socket" in run.stderr
     assert "model" not in run.stderr.lower()  # refused before loading anything
     assert victim.read_bytes() == KEEP
 
-    check = subprocess.run(
-        [sys.executable, "-m", "edgevoice", "config", "--check", "--json", "--no-devices", "--config", str(config)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
-    )  # fmt: skip
+    check = edgevoice(
+        short_dir, "config", "--check", "--json", "--no-devices", "--config", str(short_dir / "edgevoice.toml")
+    )
     assert check.returncode == 2
     errors = [e for e in json.loads(check.stdout)["errors"] if e["code"] == CODE]
     assert len(errors) == 1 and errors[0]["message"].startswith(f"activation.socket: {victim} exists"), errors
@@ -114,6 +120,11 @@ def test_a_socket_another_process_serves_is_refused_and_keeps_working(short_dir:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
             client.sendto(b"trigger", str(path))
         assert other.recv(64) == b"trigger"  # still the other process's
+        run = edgevoice_run(short_dir, f'[activation]\nmode = "trigger"\nsocket = "{path}"\n')
+        assert run.returncode == 2 and f"activation.socket: {path} is a socket another process serves" in run.stderr
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
+            client.sendto(b"release", str(path))
+        assert other.recv(64) == b"release"  # and still there
         report = check_config(config_from_dict({"activation": {"mode": "trigger", "socket": str(path)}}), devices=False)
         assert not [e for e in report.errors if e.code == CODE]  # the running service's own: a warning
         assert any("activation.socket" in w and "served by a running process" in w for w in report.warnings)

@@ -306,8 +306,9 @@ def activation_inputs(activation: Activation, config: ActivationConfig) -> list[
     return inputs
 
 
-def check_activation_socket(config: ActivationConfig, warnings: list[str]) -> None:
-    """Refuse, untouched, what :class:`TriggerSocket` would refuse at its path (anything but a stale socket)."""
+def check_activation_socket(config: ActivationConfig, warnings: list[str] | None) -> None:
+    """Refuse, untouched, what :class:`TriggerSocket` would refuse at its path (anything but a stale socket); a
+    socket served now is a warning in ``warnings`` (refused when it is None)."""
     if config.mode != ActivationMode.ALWAYS and (path := socket_path(config.socket)):
         check_socket(SOCKET_KEY, path, warnings)
 

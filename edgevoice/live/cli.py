@@ -118,9 +118,12 @@ def start_metrics(config: Config) -> MetricsExporter | None:
 
 def refuse_foreign_paths(config: Config) -> None:
     """Raise the first of :func:`~edgevoice.config.check.check_own_paths`'s refusals: a socket or file the service
-    would create where something that is not its own is."""
+    would create where something that is not its own is; the trigger socket served by another process too (the admin
+    page and metrics then only go without, with a warning)."""
     from edgevoice.config.check import ConfigReport, check_own_paths
+    from edgevoice.live.activation_inputs import check_activation_socket
 
+    check_activation_socket(config.activation, None)  # served by another process: a second kiosk on one trigger
     report = ConfigReport(config.source)
     check_own_paths(config, report)
     for warning in report.warnings:
