@@ -269,3 +269,19 @@ def test_a_flood_of_garbage_datagrams_logs_a_line_and_a_count(
     assert "unknown command 'bogus'" in lines[2]
     assert ": 4 more in the last 0 s" in lines[3]
     assert source.refused.total == flood + 5
+
+
+def test_a_bundle_leaves_a_foreign_manifest_and_sums_alone(tmp_path: Path) -> None:
+    from edgevoice.models.store import ModelStore
+
+    store = ModelStore(tmp_path / "models", download_cache=tmp_path / "cache")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "manifest.toml").write_bytes(KEEP)  # not TOML: someone else's file
+    with pytest.raises(ConfigError, match=r"models bundle: .*manifest\.toml exists and is not a TOML config"):
+        store.bundle(bundle, progress=False)
+    (bundle / "manifest.toml").write_text("schema = 1\n")
+    (bundle / "SHA256SUMS").write_bytes(b"\x7fELF\x00\x00")
+    with pytest.raises(ConfigError, match=r"SHA256SUMS exists and is not a UTF-8 text file"):
+        store.bundle(bundle, progress=False)
+    assert (bundle / "SHA256SUMS").read_bytes() == b"\x7fELF\x00\x00" and not (tmp_path / "cache").exists()
