@@ -57,7 +57,7 @@ class SocketState(enum.Enum):
     STALE = "stale"
     """A socket nobody listens on: it may be replaced."""
     LIVE = "live"
-    """A socket another process serves."""
+    """A socket another process serves (or one this user may not connect to: another user's)."""
 
 
 def _refuse(key: str, path: Path | str, what: str, instead: str) -> ConfigError:
@@ -85,6 +85,8 @@ def socket_state(key: str, path: str) -> SocketState:
                 if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
                     return SocketState.STALE
                 if isinstance(exc, TimeoutError) or exc.errno == errno.EAGAIN:  # a full backlog: it is served
+                    return SocketState.LIVE
+                if exc.errno in (errno.EACCES, errno.EPERM):  # another user's (the service's, 0600): never ours
                     return SocketState.LIVE
                 raise _refuse(key, path, f"is a socket this user cannot reach ({exc.strerror})", "not ours") from exc
             return SocketState.LIVE

@@ -285,3 +285,26 @@ def test_a_bundle_leaves_a_foreign_manifest_and_sums_alone(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match=r"SHA256SUMS exists and is not a UTF-8 text file"):
         store.bundle(bundle, progress=False)
     assert (bundle / "SHA256SUMS").read_bytes() == b"\x7fELF\x00\x00" and not (tmp_path / "cache").exists()
+
+
+def test_another_users_socket_is_never_replaced(short_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to make a socket as another user")
+    path = short_dir / "admin.sock"
+    stale_socket(path, socket.SOCK_STREAM)
+    os.chmod(path, 0o600)  # root's, as the service's socket is the service user's
+    os.chown(short_dir, 65534, 65534)  # a directory where nobody could remove it
+    child = os.fork()
+    if child == 0:  # as nobody, who may not connect to it: never taken for stale
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            assert socket_state("admin.listen", str(path)) is SocketState.LIVE
+            with pytest.raises(ConfigError, match="another process serves"):
+                bind(f"unix:{path}", token=False)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert path.exists()
