@@ -119,9 +119,12 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from edgevoice.config_check import refuse_foreign_paths
     from edgevoice.live.cli import run_live
 
-    return run_live(find_config(args.config), json_lines=args.json)
+    config = find_config(args.config)
+    refuse_foreign_paths(config)  # before minutes of loading, not after
+    return run_live(config, json_lines=args.json)
 
 
 def _cmd_trigger(args: argparse.Namespace) -> int:

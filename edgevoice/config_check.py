@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, EdgeVoiceError, ModelMissingError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ConfigReport", "check_config", "check_own_paths", "effective_config", "masked"]
 
@@ -112,6 +115,21 @@ def check_own_paths(config: Config, report: ConfigReport) -> None:
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir
         report.check(lambda: check_record_dir(Path(record_dir).expanduser() if record_dir else default_debug_dir()))
+
+
+def refuse_foreign_paths(config: Config) -> None:
+    """Raise the first of :func:`check_own_paths`'s refusals: a socket or file the service
+    would create where something that is not its own is; the trigger socket served by another process too (the admin
+    page and metrics then only go without, with a warning)."""
+    from edgevoice.live.activation_inputs import check_activation_socket
+
+    check_activation_socket(config.activation, None)  # served by another process: a second kiosk on one trigger
+    report = ConfigReport(config.source)
+    check_own_paths(config, report)
+    for warning in report.warnings:
+        log.warning("%s", warning)
+    if report.errors:
+        raise report.errors[0]
 
 
 def check_admin(config: Config) -> None:

@@ -51,6 +51,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "aec_rate": ErrorCode(EXIT_ERROR, "echo cancellation does not run at the device's sample rate"),
     "aec_unavailable": ErrorCode(EXIT_ERROR, "echo cancellation needs the livekit package, which is not installed"),
     "asr_failed": ErrorCode(EXIT_ERROR, "the recognizer (whisper.cpp) failed"),
+    "audio_bad_header": ErrorCode(
+        EXIT_ERROR, "an input WAV file's header cannot describe audio (the message says why)"
+    ),
     "audio_device": ErrorCode(EXIT_UNAVAILABLE, "no sound device, or one that cannot be opened or stopped working"),
     "audio_device_missing": ErrorCode(EXIT_UNAVAILABLE, "`[audio] input_device`/`output_device` matches no device"),
     "audio_input": ErrorCode(EXIT_ERROR, "an input audio file cannot be read or decoded"),
@@ -87,6 +90,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "model_install": ErrorCode(EXIT_ERROR, "a model could not be downloaded, assembled or installed"),
     "model_missing": ErrorCode(EXIT_ERROR, "a model is not installed (the message names the install command)"),
     "output_path": ErrorCode(EXIT_ERROR, "an output file cannot be written there, or is not edgevoice's to replace"),
+    "path_not_ours": ErrorCode(
+        EXIT_ERROR, "a socket or file the service would create holds something that is not its own; it is left alone"
+    ),
     "ring_closed": ErrorCode(EXIT_ERROR, "a shared-memory audio ring was used after it was closed"),
     "ring_exists": ErrorCode(EXIT_ERROR, "a shared-memory audio ring of that name already exists"),
     "ring_format": ErrorCode(EXIT_ERROR, "a shared-memory block is not an edgevoice audio ring"),

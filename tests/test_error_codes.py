@@ -22,7 +22,8 @@ CODE = re.compile(r"[a-z][a-z0-9_]*")
 def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
     """Each code written in the package, with where (``path:line``): a ``code="..."`` argument, a class's
     ``code = "..."``, a ``{"code": "..."}`` (an error as JSON), the first argument of a function whose first
-    parameter is ``code`` (``_fail(code, ...)``, ``error_response(code, ...)``, wherever it is called from) and the
+    parameter is ``code`` (``_fail(code, ...)``, ``error_response(code, ...)``, wherever it is called from), each
+    of these also as a module's constant (``CODE = "..."`` then ``code=CODE``), and the
     snake_case keys of a module's table of codes (a dict named ``*_CODES`` or ``*_ERRORS``, ``ERROR_CODES`` itself
     aside)."""
     trees = {
@@ -37,8 +38,17 @@ def raised_codes(root: Path = ROOT / "edgevoice") -> dict[str, list[str]]:
     }
     found: dict[str, list[str]] = defaultdict(list)
     for where, tree in trees.items():
+        constants = {
+            target.id: node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
 
         def add(value: ast.expr | None, line: int) -> None:
+            if isinstance(value, ast.Name):
+                value = constants.get(value.id)  # noqa: B023 (used at once, in this iteration)
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 found[value.value].append(f"{where}:{line}")  # noqa: B023 (used at once, in this iteration)
 

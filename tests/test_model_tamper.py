@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgevoice.config.check import check_config
-
 from edgevoice.config.load import config_from_dict
+from edgevoice.config_check import check_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "question.wav"

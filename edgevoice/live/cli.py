@@ -116,22 +116,6 @@ def start_metrics(config: Config) -> MetricsExporter | None:
     return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)
 
 
-def refuse_foreign_paths(config: Config) -> None:
-    """Raise the first of :func:`~edgevoice.config.check.check_own_paths`'s refusals: a socket or file the service
-    would create where something that is not its own is; the trigger socket served by another process too (the admin
-    page and metrics then only go without, with a warning)."""
-    from edgevoice.config.check import ConfigReport, check_own_paths
-    from edgevoice.live.activation_inputs import check_activation_socket
-
-    check_activation_socket(config.activation, None)  # served by another process: a second kiosk on one trigger
-    report = ConfigReport(config.source)
-    check_own_paths(config, report)
-    for warning in report.warnings:
-        log.warning("%s", warning)
-    if report.errors:
-        raise report.errors[0]
-
-
 def presynthesized(voice: object) -> dict[str, object]:
     """The stopped record's count of clauses played from the presynthesized audio and of those synthesized when
     asked (none without ``[tts] presynthesize``)."""
@@ -147,7 +131,6 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     journal.install()
     monitor = ServiceMonitor(Notifier())
     monitor.loading()
-    refuse_foreign_paths(config)  # before minutes of loading, not after
     recorder = TurnRecorder.from_config(config.debug.record_turns, config.debug.record_dir)  # None: off (default)
 
     def emit(record: dict[str, object]) -> None:
