@@ -103,6 +103,30 @@ def test_served_over_http_on_loopback() -> None:
     assert sample(body, "edgevoice_voice_to_voice_seconds_count") == 1
 
 
+def test_a_rebound_host_name_reads_no_metrics() -> None:
+    """DNS rebinding: a page on attacker.example whose name now resolves to 127.0.0.1 asks with its own Host."""
+    metrics = Metrics()
+    metrics.observe(turn(0.4))
+    port = free_port()
+    exporter = MetricsExporter(metrics, listen=f"127.0.0.1:{port}")
+    try:
+        answers = {}
+        for host in (f"attacker.example:{port}", "attacker.example", f"localhost:{port}", f"127.0.0.1:{port}"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/metrics", headers={"Host": host})
+            response = conn.getresponse()
+            answers[host] = (response.status, response.read().decode(errors="replace"))
+            conn.close()
+    finally:
+        exporter.close()
+    for host in (f"attacker.example:{port}", "attacker.example"):
+        status, body = answers[host]
+        assert status == 421 and "edgevoice_" not in body
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        status, body = answers[host]
+        assert status == 200 and sample(body, "edgevoice_voice_to_voice_seconds_count") == 1
+
+
 def test_served_on_a_unix_socket(tmp_path: Path) -> None:
     path = tmp_path / "metrics.sock"
     metrics = Metrics()

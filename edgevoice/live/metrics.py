@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from edgevoice.admin.hosts import ServedHosts
 from edgevoice.atomic_write import atomic_write
 from edgevoice.config.listen_address import parse_listen
 from edgevoice.errors import ConfigError
@@ -124,6 +125,8 @@ class MetricsExporter:
         from prometheus_client.exposition import MetricsHandler
 
         handler: Any = MetricsHandler.factory(self.metrics.registry)
+        if host != "unix":  # a browser reaches TCP only; a socket's clients are the file system's
+            handler = _host_checked(handler, ServedHosts.for_listen(f"{host}:{port}"))
         try:
             if host == "unix":
                 path = str(port)
@@ -167,6 +170,21 @@ class MetricsExporter:
             self._thread.join(2.0)
         if self._unix is not None:
             self._unix.remove()
+
+
+def _host_checked(handler: Any, served: ServedHosts) -> Any:
+    """``handler`` answering only requests whose one ``Host`` names this endpoint (:class:`ServedHosts`, as the admin
+    page): a web page whose name was rebound to 127.0.0.1 (DNS rebinding) reads no metrics."""
+
+    class HostChecked(handler):
+        def do_GET(self) -> None:
+            names = self.headers.get_all("Host") or []
+            if len(names) != 1 or not served.allows(names[0]):
+                self.send_error(421, "Misdirected Request", f"this endpoint serves {served.describe()} only")
+                return
+            super().do_GET()
+
+    return HostChecked
 
 
 class _TCPHTTPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
