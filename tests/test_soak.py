@@ -1,16 +1,17 @@
-"""Soak: a scripted conversation of 120 turns through the live loop on the real engines, in accelerated time.
+"""Soak: a scripted conversation through the live loop on the real engines, in accelerated time.
 
 The loop is the one `edgevoice run` runs (listener, endpointing, streaming recognition, responder, playback ring);
 the microphone ring is fed the bundled utterances as fast as the listener takes them and a stand-in output device
-plays the replies twenty times faster than real time, so 120 turns take minutes, not an hour. Measured: the
-process's resident memory after the warm-up turns and at the end, and the language model's time to first token
-early and late in the conversation (the history is trimmed by context shift, so it must stay flat).
+plays the replies twenty times faster than real time. Measured: the process's resident memory after every turn, and
+the language model's time to first token early and late in the conversation (the history is trimmed by context
+shift, so it must stay flat).
 
-    .venv/bin/python -m pytest tests/test_soak.py -s     # prints the figures
-    EDGEVOICE_SOAK_TURNS=1000 .venv/bin/python -m pytest tests/test_soak.py -s     # the long run (about 100 min)
+CI runs 40 turns (20 of warm-up, 20 measured): a leak of 1 MB a turn shows as 20 MB against a bound of 8.2
+(``tests/memory_growth.py``; ``tests/test_memory_growth.py`` checks that on a fake that leaks). The long soak is a
+benchmark, run by hand and before a release (``docs/measuring.md``):
 
-120 turns in CI (12 minutes on two cores; 200 took 20, 40 % of the whole test run): a leak of 1 MB a turn still shows
-as 100 MB over the 100 turns after the warm-up.
+    scripts/soak 1000                                   # prints the figures, RSS every 100 turns (about 35 min)
+    EDGEVOICE_SOAK_LEAK_MB=1 scripts/soak 40            # a turn that leaks 1 MB: must fail
 """
 
 from __future__ import annotations
@@ -33,17 +34,17 @@ from edgevoice.reply.responder import ReplyTrace
 from edgevoice.selftest.cpu import rss_mb
 from edgevoice.selftest.utterances import KIOSK_VOICE, UTTERANCES
 from tests.loop_harness import running_loop
+from tests.memory_growth import CI_TURNS, WARM_UP, growth_mb, limit_mb
 from tests.waiting import poll
 
 pytestmark = [pytest.mark.models, pytest.mark.slow]
 
-TURNS = int(os.environ.get("EDGEVOICE_SOAK_TURNS", "120"))
-WARM_UP = 20
-RSS_GROWTH_LIMIT_MB = 15.0
-"""Growth allowed after the warm-up turns: allocator noise and caches that settle, not a leak per turn (a leak of
-0.15 MB per turn would show as 15 MB here). Measured: +3.5 MB over 60 turns since each turn's reference cycles are
-collected and freed pages returned; +19.6 MB before, in steps and saw-teeth, and +45 to +65 MB while the voice kept
-a memory plan per sentence length (``docs/decisions.md``)."""
+TURNS = int(os.environ.get("EDGEVOICE_SOAK_TURNS", str(CI_TURNS)))
+LEAK = int(float(os.environ.get("EDGEVOICE_SOAK_LEAK_MB", "0")) * (1 << 20))
+"""Bytes kept after every turn, to show that the soak catches a leak (0: none)."""
+COMPARED = 10
+"""Turns whose median time to first token is compared: the last of the warm-up (the history is trimmed to its
+budget by then) against the last of the run."""
 TTFT_DRIFT_LIMIT = 1.5
 """Late median time to first token over the early median (plus 50 ms of slack for a shared machine)."""
 
@@ -58,12 +59,17 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
     clips = [u.audio() for u in UTTERANCES if u.voice == KIOSK_VOICE]  # whole questions, all heard alike
     trailing = int(RATE * (config.endpointing.incomplete_max_silence_ms / 1000 + 0.5))
     traces: list[ReplyTrace] = []
-    rss: dict[int, float] = {}
+    rss: list[float] = []
+    leaked: list[bytes] = []
     done = threading.Event()
 
     def on_trace(trace: ReplyTrace, turn: Turn) -> None:
         traces.append(trace)
-        rss[len(traces)] = rss_mb(os.getpid())
+        if LEAK:
+            leaked.append(b"\x01" * LEAK)  # written, so its pages are resident
+        rss.append(rss_mb(os.getpid()))
+        if len(rss) % 100 == 0 or len(rss) == WARM_UP:
+            print(f"\nturn {len(rss)}: RSS {rss[-1]:.1f} MB", flush=True)
         done.set()
 
     with running_loop(config, engines, on_trace, speed=20.0) as (loop, assistant):  # replies at 20x real time
@@ -80,25 +86,26 @@ def test_a_long_conversation_keeps_memory_and_first_token_time_flat(engines: Eng
 
     answered = [t for t in traces if t.reply and t.fallback is None and not t.cancelled]
     ttft = [t.first_token - t.transcript_done for t in traces if t.first_token and t.transcript_done]
-    early = statistics.median(ttft[WARM_UP // 2 : WARM_UP // 2 + 30])
-    late = statistics.median(ttft[-30:])
-    growth = rss[len(traces)] - rss[WARM_UP]
+    early = statistics.median(ttft[WARM_UP - COMPARED : WARM_UP])
+    late = statistics.median(ttft[-COMPARED:])
+    growth, limit = growth_mb(rss, WARM_UP), limit_mb(TURNS, WARM_UP)
     figures = {
         "turns": len(traces),
         "answered": len(answered),
         "fallbacks": sum(1 for t in traces if t.fallback),
         "errors": [str(e) for e in loop.errors],
         "seconds": round(elapsed, 1),
-        "rss_mb_after_warm_up": round(rss[WARM_UP], 1),
-        "rss_mb_end": round(rss[len(traces)], 1),
+        "rss_mb_after_warm_up": round(rss[WARM_UP - 1], 1),
+        "rss_mb_end": round(rss[-1], 1),
         "rss_growth_mb": round(growth, 1),
+        "rss_growth_limit_mb": round(limit, 1),
         "ttft_ms_early_median": round(early * 1000, 1),
         "ttft_ms_late_median": round(late * 1000, 1),
         "history_messages": len(assistant.responder.history),
     }
     print("\nsoak:", json.dumps(figures))
     assert len(traces) == TURNS and not loop.errors
-    assert len(answered) >= TURNS * 0.98, figures
-    assert rss[WARM_UP] > 0 and growth < RSS_GROWTH_LIMIT_MB, figures
+    assert len(answered) >= TURNS - max(1, TURNS // 50), figures  # 2 % may fall back on a loaded box
+    assert rss[0] > 0 and growth < limit, figures
     assert late < early * TTFT_DRIFT_LIMIT + 0.05, figures
     assert 0 < len(assistant.responder.history) < 2 * TURNS  # trimmed, not kept whole
