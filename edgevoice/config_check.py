@@ -151,6 +151,9 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
     found: dict[str, Path] = {}
 
     def model(key: str, value: str) -> None:
+        if (spec := store.manifest.find(value)) is not None and spec.name != value:
+            report.warnings.append(f"models.{key}: {store.manifest.former_name(value)}")
+            value = spec.name
         try:
             if key == "tts":
                 found[key], voice_config = piper_files(store, value)

@@ -111,7 +111,7 @@ def test_missing_model_names_the_install_command(tmp_path: Path) -> None:
 
 @pytest.mark.models
 def test_corrupt_model_file_is_refused_with_its_name(tmp_path: Path, store) -> None:  # type: ignore[no-untyped-def]
-    good = store.path("qwen2.5-0.5b-instruct-q4km")
+    good = store.path("qwen2.5-coder-0.5b-instruct-q4km")
     truncated = tmp_path / "truncated.gguf"
     with open(good, "rb") as src:
         truncated.write_bytes(src.read(4 << 20))

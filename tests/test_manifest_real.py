@@ -27,11 +27,11 @@ def test_shipped_manifest_parses_and_covers_every_role() -> None:
         "silero-vad",
         "smart-turn-v3.2",
         "whisper-tiny.en",
-        "qwen2.5-0.5b-instruct-q4km",
+        "qwen2.5-coder-0.5b-instruct-q4km",
         "piper-en_US-joe-medium",
         "all-minilm-l6-v2",
     }
-    assert {"whisper-base", "qwen2.5-1.5b-instruct-q4km"} <= set(manifest.names())
+    assert {"whisper-base", "qwen2.5-coder-1.5b-instruct-q4km"} <= set(manifest.names())
     for spec in manifest:
         assert spec.output().format == ROLE_FORMAT[spec.role], spec.name
         assert spec.license and spec.description, spec.name
@@ -56,5 +56,19 @@ def test_installed_default_models_verify() -> None:
         for out in spec.outputs:
             path = store.path(name, out.file)
             assert path.stat().st_size == out.size
-    llm = check_format(store.path("qwen2.5-0.5b-instruct-q4km"), "gguf")
+    llm = check_format(store.path("qwen2.5-coder-0.5b-instruct-q4km"), "gguf")
     assert isinstance(llm, GgufInfo) and llm.architecture == "qwen2" and llm.has_chat_template
+
+
+@pytest.mark.models
+def test_an_installed_language_models_name_says_what_its_header_says() -> None:
+    """A Coder model is called so: the name a config holds says what the model is."""
+    store = ModelStore()
+    for spec in store.manifest.by_role("llm"):
+        if not (store.models_dir / spec.output().file).is_file():
+            continue  # an optional model not installed here
+        info = check_format(store.path(spec.name), "gguf")
+        assert isinstance(info, GgufInfo) and info.name, spec.name
+        header = info.name.lower().replace(" ", "-")  # "Qwen2.5 Coder 0.5B Instruct AWQ"
+        assert ("coder" in spec.name) == ("coder" in header), (spec.name, info.name)
+        assert spec.name.removesuffix("-q4km") in header, (spec.name, info.name)

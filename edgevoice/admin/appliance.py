@@ -70,13 +70,13 @@ def model_checksums(config: Config) -> dict[str, dict[str, str]]:
     from edgevoice.models.manifest import load_manifest
 
     manifest = load_manifest()
-    known = set(manifest.names())
     out: dict[str, dict[str, str]] = {}
     for f in dataclasses.fields(config.models):
         if f.name == "dir":
             continue
         name = getattr(config.models, f.name)
-        sha = manifest.get(name).output().sha256[:12] if name in known else "own file"
+        spec = manifest.find(name)  # a former name shows the same model's checksum
+        sha = spec.output().sha256[:12] if spec is not None else "own file"
         out[f.name] = {"name": name, "sha256": sha}
     return out
 

@@ -95,7 +95,9 @@ def sample_config(config: Config) -> Config:
 
 def available_models(store: ModelStore, role: str, configured: str) -> tuple[str, ...]:
     """The configured model, then every other installed model of the manifest in the same role."""
-    installed = [s.name for s in store.status() if s.role == role and s.installed and s.name != configured]
+    spec = store.manifest.find(configured)  # a former name is the same model as its current one
+    current = spec.name if spec is not None else configured
+    installed = [s.name for s in store.status() if s.role == role and s.installed and s.name != current]
     return (configured, *installed)
 
 

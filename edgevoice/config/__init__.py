@@ -36,7 +36,7 @@ class ModelsConfig:
     vad: str = "silero-vad"
     turn: str = "smart-turn-v3.2"
     asr: str = "whisper-tiny.en"
-    llm: str = "qwen2.5-0.5b-instruct-q4km"
+    llm: str = "qwen2.5-coder-0.5b-instruct-q4km"
     tts: str = "piper-en_US-joe-medium"
     embed: str = "all-minilm-l6-v2"
     """Each is a manifest name (see `edgevoice models list`) or a path to one's own model file (``embed``: a

@@ -15,6 +15,7 @@ from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
+from edgevoice.models.manifest import ModelSpec
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
@@ -30,10 +31,18 @@ def model_store(config: Config) -> ModelStore:
     return ModelStore(Path(config.models.dir).expanduser() if config.models.dir else None)
 
 
+def manifest_model(store: ModelStore, key: str, value: str) -> ModelSpec | None:
+    """The manifest's model that ``models.<key> = value`` names (a former name logs a warning), or None: a path."""
+    spec = store.manifest.find(value)
+    if spec is not None and spec.name != value:
+        log.warning("models.%s: %s", key, store.manifest.former_name(value))
+    return spec
+
+
 def resolve(store: ModelStore, key: str, value: str, *, file: str | None = None) -> Path:
     """A manifest name resolves to its verified installed file; anything with a slash or suffix is a path."""
-    if value in store.manifest.models:
-        return store.path(value, file)
+    if spec := manifest_model(store, key, value):
+        return store.path(spec.name, file)
     path = Path(value).expanduser()
     if "/" in value or path.suffix:
         if not path.is_file():
@@ -44,10 +53,9 @@ def resolve(store: ModelStore, key: str, value: str, *, file: str | None = None)
 
 
 def piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
-    if value in store.manifest.models:
-        spec = store.manifest.models[value]
+    if spec := manifest_model(store, "tts", value):
         onnx = next(o.file for o in spec.outputs if o.file.endswith(".onnx"))
-        return store.path(value, onnx), store.path(value, onnx + ".json")
+        return store.path(spec.name, onnx), store.path(spec.name, onnx + ".json")
     model = resolve(store, "tts", value)
     return model, model.with_name(model.name + ".json")
 
@@ -178,8 +186,7 @@ def embedder_files(store: ModelStore, value: str) -> dict[str, Path]:
     """The embedding model's files: ``weights``, ``tokenizer``, ``config`` and ``pooling`` (the last two may be
     missing for one's own model). ``value``: a manifest name, or a sentence-transformers model folder (or its
     ``model.safetensors``) with ``tokenizer.json``, ``config.json`` and ``1_Pooling/config.json`` beside it."""
-    if value in store.manifest.models:
-        spec = store.manifest.models[value]
+    if spec := manifest_model(store, "embed", value):
         kinds = {
             "weights": ".safetensors",
             "tokenizer": "tokenizer.json",
@@ -187,7 +194,7 @@ def embedder_files(store: ModelStore, value: str) -> dict[str, Path]:
             "pooling": "pooling.json",
         }
         return {
-            kind: store.path(value, out.file)
+            kind: store.path(spec.name, out.file)
             for kind, suffix in kinds.items()
             for out in spec.outputs
             if out.file.endswith(suffix)

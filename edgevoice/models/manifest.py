@@ -7,6 +7,7 @@ problem, never later during an install.
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,6 +19,8 @@ from typing import Any
 from edgevoice.errors import ModelError
 from edgevoice.models.formats import FORMATS
 from edgevoice.paths import repo_manifest
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CONVERSIONS",
@@ -84,6 +87,9 @@ class ModelSpec:
     provenance: str
     sources: tuple[SourceSpec, ...]
     outputs: tuple[OutputSpec, ...]
+    formerly: tuple[str, ...] = ()
+    """Names this model had before (``formerly`` in the manifest): still accepted, with a warning, so a kiosk whose
+    config names it that way starts after an upgrade."""
 
     @property
     def size(self) -> int:
@@ -103,7 +109,10 @@ class ModelSpec:
 @dataclass(frozen=True)
 class Manifest:
     models: Mapping[str, ModelSpec] = field(hash=False)
+    """The models by their current names."""
     path: Path | None = None
+    renamed: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """A former name -> the model's current name (each model's ``formerly``)."""
 
     def __iter__(self) -> Iterator[ModelSpec]:
         return iter(self.models.values())
@@ -115,10 +124,28 @@ class Manifest:
         return list(self.models)
 
     def get(self, name: str) -> ModelSpec:
-        try:
-            return self.models[name]
-        except KeyError:
-            raise ModelError(f"unknown model {name!r} (known: {', '.join(self.models)})") from None
+        """The model called ``name``, or once called so (logged as a warning that names its current name)."""
+        spec = self.find(name)
+        if spec is None:
+            raise ModelError(f"unknown model {name!r} (known: {', '.join(self.models)})")
+        if spec.name != name:
+            log.warning("%s", self.former_name(name))
+        return spec
+
+    def find(self, name: str) -> ModelSpec | None:
+        """The model called ``name`` now or before (:meth:`former_name` says which), or None: not a model of this
+        manifest."""
+        return self.models.get(self.renamed.get(name, name))
+
+    def former_name(self, name: str) -> str | None:
+        """What to say of ``name`` when it is a model's former name (None: it is not)."""
+        current = self.renamed.get(name)
+        if current is None:
+            return None
+        return (
+            f"model name {name!r} is deprecated: the same model is now called {current!r} "
+            f"({self.models[current].description.split(',')[0]}); write that name in the config"
+        )
 
     def by_role(self, role: str) -> list[ModelSpec]:
         if role not in ROLES:
@@ -216,6 +243,7 @@ def _parse(data: Mapping[str, Any], path: Path | None) -> Manifest:
         raise _Invalid("models", "no models defined")
     specs: dict[str, ModelSpec] = {}
     files: dict[str, str] = {}
+    renamed: dict[str, str] = {}
     for name, raw in models.items():
         key = f"models.{name}"
         if not _NAME.match(name):
@@ -225,7 +253,14 @@ def _parse(data: Mapping[str, Any], path: Path | None) -> Manifest:
             if out.file in files:
                 raise _Invalid(f"{key}.outputs", f"file {out.file!r} is also produced by model {files[out.file]!r}")
             files[out.file] = name
+        for old in spec.formerly:
+            if old in renamed:
+                raise _Invalid(f"{key}.formerly", f"{old!r} is already a former name of {renamed[old]!r}")
+            renamed[old] = name
         specs[name] = spec
+    for old, name in renamed.items():
+        if old in specs:
+            raise _Invalid(f"models.{name}.formerly", f"{old!r} is the name of another model")
     default_of: dict[str, str] = {}
     for spec in specs.values():
         if spec.default and spec.role in default_of:
@@ -233,11 +268,16 @@ def _parse(data: Mapping[str, Any], path: Path | None) -> Manifest:
             raise _Invalid(f"models.{spec.name}.default", f"{other!r} is already the default {spec.role} model")
         if spec.default:
             default_of[spec.role] = spec.name
-    return Manifest(models=MappingProxyType(specs), path=path)
+    return Manifest(models=MappingProxyType(specs), path=path, renamed=MappingProxyType(renamed))
 
 
 def _model(name: str, table: Mapping[str, Any], key: str) -> ModelSpec:
-    _keys(table, key, {"role", "description", "license", "sources", "outputs"}, {"default", "homepage", "provenance"})
+    _keys(
+        table,
+        key,
+        {"role", "description", "license", "sources", "outputs"},
+        {"default", "homepage", "provenance", "formerly"},
+    )
     role = _str(table, "role", key)
     if role not in ROLES:
         raise _Invalid(f"{key}.role", f"expected one of {', '.join(ROLES)}, got {role!r}")
@@ -262,7 +302,14 @@ def _model(name: str, table: Mapping[str, Any], key: str) -> ModelSpec:
         provenance=_str(table, "provenance", key),
         sources=sources,
         outputs=outputs,
+        formerly=_names(table.get("formerly", []), f"{key}.formerly"),
     )
+
+
+def _names(value: object, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and _NAME.match(v) for v in value):
+        raise _Invalid(key, "expected a list of model names (letters, digits, '.', '_' and '-')")
+    return tuple(value)
 
 
 def _source(table: Mapping[str, Any], key: str) -> SourceSpec:

@@ -106,6 +106,7 @@ class ModelStore:
     def path(self, name: str, file: str | None = None) -> Path:
         """The checked path of one output of model ``name`` (its first output when ``file`` is None)."""
         spec = self.manifest.get(name)
+        name = spec.name  # a former name: messages and the recheck use the current one
         out = spec.output(file)
         target = self.models_dir / out.file
         try:
