@@ -27,7 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +204,30 @@ def add_tune_parser(sub: Any) -> None:
         help="print the result (chosen settings, changes, trials, GPU paths) as one JSON object on stdout",
     )
     p.add_argument("--quick", action="store_true", help="fewer repeats and candidates (a first look; tests)")
+    p.add_argument(
+        "--threads",
+        type=_counts,
+        metavar="N[,N...]",
+        help="thread counts to try for every stage (default: 1, 2, 4, ... up to the number of cores)",
+    )
+    p.add_argument(
+        "--n-batch",
+        type=_counts,
+        metavar="N[,N...]",
+        help="llama.cpp batch sizes to try (default 64,128,256,512; with --quick 128,256)",
+    )
     p.set_defaults(handler=_cmd_tune)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """``"1,2"`` -> (1, 2): whole numbers of at least 1, for argparse."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers of at least 1, separated by commas, got {text!r}")
+    return values
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -221,6 +244,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.report:
         check_output_path(args.report, key="--report", kind=JSON_REPORT)
     options = TuneOptions.quick() if args.quick else TuneOptions()
+    if args.threads:
+        options = replace(options, threads=args.threads)
+    if args.n_batch:
+        options = replace(options, n_batch=args.n_batch)
     result = tune(config, model_store(config), options, progress=lambda m: print(f"... {m}", file=sys.stderr))
     base = None if config.source == "<defaults>" else config.source
     header = "Written by `edgevoice tune` (the fastest engine settings measured on this box" + (
