@@ -47,16 +47,9 @@ class EngineOptions:
 
     @staticmethod
     def quick() -> EngineOptions:
-        """One run of each stage after its warm-up, on one utterance: a smoke run (tests, a first look), not figures
-        to compare."""
+        """Fewer repeats and variants: a smoke run (tests, a first look)."""
         return EngineOptions(
-            repeats=1,
-            asr_threads=(2,),
-            asr_audio_ctx=(0, 1500),
-            llm_threads=(2,),
-            tts_threads=(1,),
-            utterances=1,
-            generate_tokens=8,
+            repeats=2, asr_threads=(2,), asr_audio_ctx=(0, 1500), llm_threads=(2,), tts_threads=(1,), utterances=2
         )
 
 
