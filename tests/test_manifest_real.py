@@ -64,11 +64,14 @@ def test_installed_default_models_verify() -> None:
 def test_an_installed_language_models_name_says_what_its_header_says() -> None:
     """A Coder model is called so: the name a config holds says what the model is."""
     store = ModelStore()
+    checked = []
     for spec in store.manifest.by_role("llm"):
         if not (store.models_dir / spec.output().file).is_file():
             continue  # an optional model not installed here
+        checked.append(spec.name)
         info = check_format(store.path(spec.name), "gguf")
         assert isinstance(info, GgufInfo) and info.name, spec.name
         header = info.name.lower().replace(" ", "-")  # "Qwen2.5 Coder 0.5B Instruct AWQ"
         assert ("coder" in spec.name) == ("coder" in header), (spec.name, info.name)
         assert spec.name.removesuffix("-q4km") in header, (spec.name, info.name)
+    assert store.manifest.default_for("llm").name in checked
