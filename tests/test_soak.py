@@ -10,7 +10,7 @@ CI runs 40 turns (20 of warm-up, 20 measured): a leak of 1 MB a turn shows as 20
 (``tests/memory_growth.py``; ``tests/test_memory_growth.py`` checks that on a fake that leaks). The long soak is a
 benchmark, run by hand and before a release (``docs/measuring.md``):
 
-    scripts/soak 1000                                   # prints the figures, RSS every 100 turns (about 35 min)
+    scripts/soak 1000                                   # prints the figures and RSS every 100 turns
     EDGEVOICE_SOAK_LEAK_MB=1 scripts/soak 40            # a turn that leaks 1 MB: must fail
 """
 
