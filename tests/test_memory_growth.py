@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from edgevoice.bench.idle import rss_mb
+from edgevoice.selftest.cpu import rss_mb
 from tests.memory_growth import CI_TURNS, WARM_UP, WINDOW, growth_mb, limit_mb
 
 MB = 1 << 20

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from edgevoice.config import Config
-from edgevoice.config.check import check_config
 from edgevoice.config.load import load_config
+from edgevoice.config_check import check_config
 from edgevoice.engines.factory import resolve
 from edgevoice.errors import ModelError
 from edgevoice.models.manifest import load_manifest, parse_manifest
