@@ -1,6 +1,6 @@
 """Memory handed back between turns: the turn's reference cycles collected, and freed pages given back to the system.
 
-Two things made the process's RSS climb over a long conversation (``docs/decisions.md``, the soak):
+Two things made the process's RSS climb over a long conversation (``docs/decisions/``, the soak):
 
 - **Reference cycles**: llama-cpp-python makes a new ctypes array type for each buffer it allocates (tokenizing
   makes a ``llama_token * n_ctx`` array each time, detokenizing a ``c_char * 32`` one), and a type is always in a

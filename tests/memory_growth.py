@@ -2,7 +2,7 @@
 may grow.
 
 Used by ``tests/test_soak.py`` (40 turns in CI, any number by hand with ``scripts/soak``) and checked on a fake that
-leaks by ``tests/test_memory_growth.py``. The figures behind the bounds are in ``docs/decisions.md`` (2026-12-06,
+leaks by ``tests/test_memory_growth.py``. The figures behind the bounds are in ``docs/decisions/`` (2026-12-06,
 each turn's memory handed back; and the lean CI entry).
 """
 

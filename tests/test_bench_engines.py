@@ -1,7 +1,7 @@
 """`edgevoice bench` (engines): every stage's variants measured, compared with the fastest, reported and printed.
 
 The measurements here are a table; their figures on the real engines are the benchmark's, run by hand
-(``edgevoice bench``, docs/measuring.md) and written into docs/decisions.md. The measuring functions themselves run
+(``edgevoice bench``, docs/measuring.md) and written into docs/decisions/. The measuring functions themselves run
 on the real engines in ``tests/test_tune.py`` (one trial of each stage).
 """
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "decisions").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE_PATH = re.compile(r"`((?:edgevoice|tests|scripts|packaging|models|docs)/[^`\s]*)`")
 
@@ -23,7 +23,11 @@ def test_the_docs_exist() -> None:
     names = {p.name for p in PAGES}
     for name in ("live-loop.md", "knowledge.md", "service.md", "models.md", "measuring.md", "faults.md"):
         assert name in names
-    assert "decisions.md" in names
+    decisions = ROOT / "docs" / "decisions"
+    days = sorted(p.stem for p in decisions.glob("????-??-??.md"))
+    assert days, "the decisions log has a file a day under docs/decisions/"
+    index = (decisions / "README.md").read_text()
+    assert [day for day in days if f"({day}.md)" not in index] == []  # each day listed in the index
 
 
 def test_every_relative_link_resolves() -> None:

@@ -152,4 +152,4 @@ def test_barge_in_stops_the_reply_and_the_interruption_is_answered(
     stop_at = next(end for start, end in replies if start + offset < onset < end + offset + RATE) + offset
     stop_latency = (stop_at - onset) / RATE
     print(f"\nbarge-in: the speaker stopped {stop_latency * 1000:.0f} ms after the visitor's onset")
-    assert stop_latency < 0.25  # median 90 ms, 81-138 ms (docs/decisions.md); room here for a busy one
+    assert stop_latency < 0.25  # median 90 ms, 81-138 ms (docs/decisions/); room here for a busy one

@@ -49,4 +49,4 @@ def test_one_high_reading_is_not_growth() -> None:
 
 def test_the_bound_grows_with_the_run_by_the_measured_rate() -> None:
     assert limit_mb(40, 20) == pytest.approx(8.2)
-    assert limit_mb(1000, 20) == pytest.approx(17.8)  # the 1,000-turn run grew 7.4 MB (docs/decisions.md)
+    assert limit_mb(1000, 20) == pytest.approx(17.8)  # the 1,000-turn run grew 7.4 MB (docs/decisions/)

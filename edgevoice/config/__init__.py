@@ -205,7 +205,7 @@ class KioskConfig:
     with what its entry does say): a question passes at a cosine of 0.44 to an entry, and one whose best entry's
     answer is further from it than that entry's own question gets "I don't know" (a near miss). "lenient", for a
     model that uses the entry it is given and declines what it does not say (the 1.5B in the manifest): it passes at
-    0.40 and the model judges near misses. Measured on the venues' halves in docs/decisions.md."""
+    0.40 and the model judges near misses. Measured on the venues' halves in docs/decisions/."""
     knowledge_budget_tokens: int = field(default=1000, metadata=_rng(50, 16384))
     """Knowledge longer than this (estimated tokens) is not put into the prompt whole: each question gets the
     ``retrieve_entries`` entries that match it best."""

@@ -12,7 +12,7 @@ tokens), so it neither waits for nor disturbs the reply's context. The cache kee
 new one is decoded from the first token where the two differ: judged on each partial transcript while the visitor
 speaks, the words are mostly in the cache at the pause, and the verdict there costs the last few tokens.
 ``scripts/text_turn_eval.py`` measures it on the benchmark venues' questions, whole and cut at a random word;
-``docs/decisions.md`` has the figures.
+``docs/decisions/`` has the figures.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why ``pywhispercpp``: it ships a maintained manylinux wheel bundling whisper.cpp and exposes ``audio_ctx``,
 ``no_context`` and ``single_segment``; ``audio_ctx`` sized to the utterance is what makes short commands fast. The
-alternatives considered are in docs/decisions.md.
+alternatives considered are in docs/decisions/.
 
 The adapter calls pywhispercpp's binding module (``_pywhispercpp``) rather than its ``Model`` class: ``Model``
 ignores whisper.cpp's return codes, and a model argument that is not a file makes it download one.

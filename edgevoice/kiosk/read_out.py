@@ -4,7 +4,7 @@ read out, so that its answer is spoken as the operator wrote it instead of going
 A logistic regression over six features of the ranking (:data:`FEATURES`), fitted by ``scripts/fit_read_out.py`` on
 the development halves of the benchmark venues (never their test halves) and kept in ``data/en/read_out.toml``
 with the identity of the sentence encoder it was fitted for: another encoder's similarities mean something else, so
-the decision is off with it. How it was measured: ``docs/decisions.md``.
+the decision is off with it. How it was measured: ``docs/decisions/``.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class EndpointingConfig:
     text_incomplete_below: float = field(default=0.005, metadata=_rng(0.0, 0.5))
     """When Smart Turn finds the turn complete, judge its transcript so far too (the language model's probability
     that the sentence ends there, :mod:`edgevoice.engines.text_turn`); below this the turn is incomplete after all
-    ("where can I find"). The default is the threshold measured for the default model (``docs/decisions.md``); 0
+    ("where can I find"). The default is the threshold measured for the default model (``docs/decisions/``); 0
     turns the check off. Off without a local model."""
     text_complete_at: float = field(default=0.1, metadata=_rng(0.0, 1.0))
     """Words this likely to end a sentence end the turn at the pause whatever Smart Turn hears; words between
