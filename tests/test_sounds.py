@@ -10,7 +10,7 @@ from edgevoice.data import sample_persona
 from edgevoice.engines.piper_onnx import espeak_phonemes
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.retrieval import STOP_WORDS
-from edgevoice.kiosk.sounds import SoundLexicon, phonetic_distance
+from edgevoice.kiosk.sounds import SoundLexicon, Stopped, phonetic_distance
 from tests.test_semantic import FAKE_KNOWLEDGE, ConceptEmbedder
 
 SAMPLE_PERSONA = sample_persona()
@@ -97,3 +97,24 @@ def test_the_kiosk_takes_a_mend_only_when_it_makes_an_outright_answer_and_a_clos
     assert Kiosk(SAMPLE_PERSONA, FAKE_KNOWLEDGE, phonemize=toy_phonemes).sounds is None
     # a question answered outright as heard is left alone
     assert kiosk.ground("Can I take photos?").question == "Can I take photos?"
+
+
+def test_a_lexicon_made_in_the_background_asks_before_each_call_and_stops() -> None:
+    """Made beside the voice (the background embedding), the lexicon asks ``go_on`` before each call to espeak-ng,
+    which the voice shares: a turn waits on one call at most, and a close stops it."""
+    calls: list[str] = []
+    asked = []
+
+    def phonemize(text: str) -> str:
+        calls.append(text)
+        return toy_phonemes(text)
+
+    def go_on() -> bool:
+        asked.append(len(calls))
+        return len(asked) < 2  # the second look finds the kiosk closing
+
+    words = [f"word{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(450)]  # three calls of 200 words
+    with pytest.raises(Stopped, match="phonemized 200 of 450"):
+        SoundLexicon(words, phonemize, go_on=go_on)
+    assert asked == [0, 1] and len(calls) == 1
+    assert len(SoundLexicon(words, phonemize, go_on=lambda: True).words) == 450

@@ -6,9 +6,11 @@ missing from the embedding cache (:data:`EMBED_NOW_TEXTS`); otherwise :class:`Ba
 semantic index in a thread of its own while the kiosk matches questions by their words (as it does when no encoder
 is installed), then hands it over, and the kiosk matches by meaning from the next question on (logged). The thread
 
-* embeds :data:`CHUNK` texts at a time, and only while ``idle()`` says no turn is in progress;
-* runs at the lowest CPU priority (:data:`EMBEDDING_NICE`; it holds the GIL hardly at all: numpy's products and
-  the tokenizer release it);
+* embeds :data:`CHUNK` texts at a time (then phonemizes the venue's words 200 at a time), and only while
+  ``idle()`` says no turn is in progress, so a turn that begins waits on it for one chunk at most;
+* runs at the priority of the rest (:data:`EMBEDDING_NICE`): the encoder is a Python loop of small numpy products
+  and holds the GIL between them, and a thread put to sleep holding it would hold up the audio callbacks
+  (:mod:`edgevoice.priority`);
 * keeps what it embedded in the embedding cache as it goes (:mod:`edgevoice.kiosk.embedding_cache`: every 20 s and
   when stopped), so that a restart resumes where this start stopped;
 * stops between two chunks when :meth:`BackgroundEmbedding.close` asks, which joins it.
@@ -34,12 +36,13 @@ log = logging.getLogger(__name__)
 EMBED_NOW_TEXTS: int = data.table("kiosk/knowledge_limits.toml")["embed_now_texts"]
 """At most this many texts missing from the embedding cache are embedded before the kiosk is ready (a few seconds
 on two cores); more are embedded in the background (``edgevoice/data/kiosk/knowledge_limits.toml``)."""
-CHUNK = 32
-"""Texts embedded between two looks at ``idle`` and at :meth:`BackgroundEmbedding.close` (well under a second)."""
-EMBEDDING_NICE = 19
-"""How much lower the background embedding runs than the rest (nice): the lowest priority there is. Unlike the
-compute threads' (:mod:`edgevoice.priority`), this thread holds the GIL hardly at all, so lowering it cannot hold up
-the audio callbacks; it only waits longer for a busy processor, and the kiosk answers by words meanwhile."""
+CHUNK = 8
+"""Texts embedded between two looks at ``idle`` and at :meth:`BackgroundEmbedding.close`: one batch of the encoder
+(about 0.3 s on two cores), what a turn that begins may wait on."""
+EMBEDDING_NICE = 0
+"""How much lower the background embedding runs than the rest (nice): not at all. It holds the GIL between its numpy
+products, and a thread at a lower priority put to sleep while holding it would keep the audio callbacks waiting
+(priority inversion, as for the compute threads of :mod:`edgevoice.priority`); it runs between turns only."""
 IDLE_POLL_S = 0.1
 
 T = TypeVar("T")

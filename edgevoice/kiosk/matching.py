@@ -43,6 +43,7 @@ from edgevoice.kiosk.read_out import ReadOut, ranking_features
 from edgevoice.kiosk.retrieval import BM25Index, Match, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.sounds import MEND_SIMILARITY_RISE, Phonemize, SoundLexicon
+from edgevoice.kiosk.sounds import Stopped as SoundsStopped
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,10 @@ class Matcher:
             usable = read_out if read_out is not None and read_out.encoder == identity else None
             if read_out is not None and usable is None:
                 log.info("the learned read-out is off: it was fitted for another sentence encoder")
-            sounds = SoundLexicon.from_entries(self.entries, phonemize) if phonemize is not None else None
+            try:  # in the background, between turns too: the voice phonemizes with the same espeak-ng
+                sounds = SoundLexicon.from_entries(self.entries, phonemize, go_on=go_on) if phonemize else None
+            except SoundsStopped as exc:
+                raise EmbeddingStopped(str(exc)) from exc
             return _Meaning(semantic, usable, sounds)
 
         where = (

@@ -33,7 +33,7 @@ from edgevoice.words import word_spans
 if TYPE_CHECKING:
     from edgevoice.kiosk.knowledge import Entry
 
-__all__ = ["MEND_SIMILARITY_RISE", "Mend", "Phonemize", "SoundLexicon", "phonetic_distance"]
+__all__ = ["MEND_SIMILARITY_RISE", "Mend", "Phonemize", "SoundLexicon", "Stopped", "phonetic_distance"]
 
 Phonemize = Callable[[str], str]
 """Text to its phonemes (IPA, stress and length marks left in or not)."""
@@ -102,6 +102,10 @@ class Mend:
         return text[: self.start] + self.word + text[self.end :]
 
 
+class Stopped(Exception):
+    """A lexicon's construction stopped by its ``go_on``."""
+
+
 class SoundLexicon:
     """The venue's words as phonemes, and the replacements that make a transcript sound the same with them."""
 
@@ -113,9 +117,13 @@ class SoundLexicon:
         known: Iterable[str] = (),
         max_distance: float = MEND_DISTANCE,
         cache_size: int = 512,
+        go_on: Callable[[], bool] | None = None,
     ) -> None:
         """``words``: the venue's words and phrases (lower-cased here; a phrase replaces as many words as it has).
-        ``known``: words never taken for misheard ones (stop words); the venue's own words never are."""
+        ``known``: words never taken for misheard ones (stop words); the venue's own words never are. ``go_on``:
+        asked before each call to the phonemizer while the words are phonemized (it may wait; False stops the
+        construction with :class:`Stopped`), for a lexicon made in the background beside the voice, which
+        phonemizes with the same espeak-ng."""
         self._phonemize = phonemize
         self.max_distance = max_distance
         self._cache: OrderedDict[str, str] = OrderedDict()
@@ -123,7 +131,7 @@ class SoundLexicon:
         self._cache_size = cache_size
         self._lock = threading.Lock()  # the kiosk grounds a question from the prefill's thread and the reply's
         self.words: dict[str, str] = {}
-        for word, sound in self._sounds(sorted({w.lower().strip() for w in words if w.strip()})):
+        for word, sound in self._sounds(sorted({w.lower().strip() for w in words if w.strip()}), go_on=go_on):
             if len(sound) >= 2:
                 self.words[word] = sound
         self._by_first: dict[str, tuple[list[int], list[tuple[str, str]]]] = {}
@@ -135,7 +143,9 @@ class SoundLexicon:
         self.known = frozenset(w.lower() for w in known) | {w for phrase in self.words for w in phrase.split()}
 
     @classmethod
-    def from_entries(cls, entries: Sequence[Entry], phonemize: Phonemize) -> SoundLexicon:
+    def from_entries(
+        cls, entries: Sequence[Entry], phonemize: Phonemize, *, go_on: Callable[[], bool] | None = None
+    ) -> SoundLexicon:
         """The venue's words to mend misheard ones with: the words of the knowledge and of the visitors' synonyms
         (three letters or more, no stop words or numbers) and the synonyms' phrases."""
         said: set[str] = set()
@@ -144,14 +154,18 @@ class SoundLexicon:
                 said.update(w for _, _, w in word_spans(text) if w.replace("'", "").replace("-", "").isalpha())
         phrases = {w.lower() for words in SYNONYMS.values() for w in words}
         words = {w for w in said | phrases | {p for phrase in phrases for p in phrase.split()} if len(w) >= 3}
-        return cls(words - STOP_WORDS, phonemize, known=said | STOP_WORDS)
+        return cls(words - STOP_WORDS, phonemize, known=said | STOP_WORDS, go_on=go_on)
 
-    def _sounds(self, words: Sequence[str], chunk: int = 200) -> list[tuple[str, str]]:
+    def _sounds(
+        self, words: Sequence[str], chunk: int = 200, go_on: Callable[[], bool] | None = None
+    ) -> list[tuple[str, str]]:
         """Each word with its :meth:`sound`, phonemized ``chunk`` words to a call: espeak-ng reads ``a, b, c`` as
         one clause per word (its voice is set once per call, which costs more than a word). A chunk whose clauses do
         not come back one per word is phonemized word by word."""
         out: list[tuple[str, str]] = []
         for start in range(0, len(words), chunk):
+            if go_on is not None and not go_on():
+                raise Stopped(f"phonemized {start} of {len(words)} words")
             part = words[start : start + chunk]
             sounds = [_MARKS.sub("", s) for s in self._phonemize(", ".join(part)).split(",")]
             if len(sounds) != len(part) or not all(sounds):
