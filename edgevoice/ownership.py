@@ -169,11 +169,14 @@ def _utf8_prefix(head: bytes) -> bool:
 
 def check_file(key: str, path: Path | str, kind: FileKind) -> None:
     """Refuse ``path`` unless nothing is there or it is a regular file of ``kind`` (an empty file is any kind). A
-    symbolic link is judged by what it points to."""
+    symbolic link is judged by what it points to; one that points to nothing is refused: writing through it would
+    create a file wherever it points (a link left in a shared folder such as /tmp)."""
     path = Path(path)
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
+        if path.is_symlink():
+            raise _refuse(key, path, "is a symbolic link to nothing", "name a file, not a link") from None
         return
     except OSError as exc:
         raise ConfigError(f"{key}: cannot look at {path} ({exc.strerror})", code=CODE) from exc

@@ -26,7 +26,7 @@ from edgevoice.errors import ConfigError
 from edgevoice.live.activation import Activation
 from edgevoice.live.activation_inputs import TriggerSocket
 from edgevoice.live.metrics import Metrics, MetricsExporter
-from edgevoice.ownership import CODE, JSON_REPORT, WAV, SocketState, check_file, socket_state
+from edgevoice.ownership import CODE, JSON_REPORT, WAV, SocketState, check_file, check_output_path, socket_state
 
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = b"keep me: the operator's file\n"
@@ -196,6 +196,12 @@ def test_a_file_is_replaced_only_by_its_own_kind(tmp_path: Path) -> None:
     os.symlink(notes, tmp_path / "link.wav")
     with pytest.raises(ConfigError, match="is not a WAV file"):  # judged by what it points to
         check_file("--out", tmp_path / "link.wav", WAV)
+    target = tmp_path / "elsewhere" / "created-through-the-link.wav"
+    target.parent.mkdir()
+    os.symlink(target, tmp_path / "dangling.wav")
+    with pytest.raises(ConfigError, match="is a symbolic link to nothing"):
+        check_output_path(tmp_path / "dangling.wav", key="--out", kind=WAV)
+    assert not target.exists()
 
 
 def _no_work(*_: object, **__: object) -> None:
