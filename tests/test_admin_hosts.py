@@ -254,3 +254,11 @@ def test_hosts_are_checked_at_load() -> None:
         config_from_dict({"admin": {"hosts": "kiosk.local"}})
     assert parse_host_entry("admin.hosts", "fe80::1") == ("fe80::1", None)
     assert parse_authority("[::1]:8080") == ("::1", 8080) and parse_authority("LOCALHOST.") == ("localhost", None)
+
+
+def test_a_host_with_a_port_of_thousands_of_digits_is_refused_not_an_error() -> None:
+    """Python refuses int() on more than 4,300 digits: such a Host must be malformed (400), not a 500 and a
+    traceback in the journal for every request."""
+    assert parse_authority("localhost:" + "1" * 5000) is None
+    assert parse_authority("localhost:" + "0" * 5 + "80") is None
+    assert parse_authority("localhost:08080") == ("localhost", 8080)

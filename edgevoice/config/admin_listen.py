@@ -81,7 +81,7 @@ def parse_authority(authority: str) -> tuple[str, int | None] | None:
     else:
         host, sep, port_text = authority.partition(":")
         port = port_text if sep else None
-    if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+    if port is not None and not (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536):
         return None
     name = canonical_host(host)
     return None if name is None else (name, None if port is None else int(port))
