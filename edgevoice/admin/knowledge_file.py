@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgevoice.atomic_write import atomic_write
-from edgevoice.config.knowledge_path import check_knowledge_path
+from edgevoice.config.knowledge_path import check_knowledge_path, decode_knowledge
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
 from edgevoice.ownership import TEXT, check_file
@@ -38,17 +38,8 @@ def backup_path(path: Path) -> Path:
 
 
 def decode_text(data: bytes, source: str) -> str:
-    """``data`` as UTF-8 text; :class:`ConfigError` coded ``knowledge_not_utf8`` naming the line and byte offset of
-    the first byte that is not (as the command line refuses such a file), never a replacement character."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(
-            f"{source}: the text is not UTF-8: line {line}, byte {exc.start} ({data[exc.start : exc.end]!r}); "
-            "nothing was written (save it as UTF-8)",
-            code="knowledge_not_utf8",
-        ) from None
+    """``data`` as UTF-8 text, refused as the command line refuses such a file (:func:`decode_knowledge`)."""
+    return decode_knowledge(data, source, hint="nothing was written (save it as UTF-8)")
 
 
 def check_text(text: str, source: str) -> tuple[int, list[str]]:

@@ -383,7 +383,7 @@ class Config:
         """The venue facts: the knowledge file when configured, else the inline text."""
         if not self.kiosk.knowledge_file:
             return self.kiosk.knowledge
-        from edgevoice.config.knowledge_path import open_knowledge_file
+        from edgevoice.config.knowledge_path import decode_knowledge, open_knowledge_file
 
         path = Path(self.kiosk.knowledge_file).expanduser()
         try:
@@ -397,11 +397,4 @@ class Config:
                 f"kiosk.knowledge_file = {str(path)!r}: {size:,} bytes; at most {MAX_KNOWLEDGE_BYTES:,} are allowed "
                 "(keep the facts visitors ask about, or split the venue)"
             )
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            raise ConfigError(
-                f"kiosk.knowledge_file = {str(path)!r}: line {line} is not UTF-8 text (byte {exc.start})",
-                code="knowledge_not_utf8",
-            ) from None
+        return decode_knowledge(data, f"kiosk.knowledge_file = {str(path)!r}")

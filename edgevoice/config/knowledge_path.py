@@ -15,7 +15,7 @@ from typing import BinaryIO
 from edgevoice import data
 from edgevoice.errors import ConfigError
 
-__all__ = ["ALLOWED_DIRS", "SYSTEM_DIRS", "check_knowledge_path", "open_knowledge_file"]
+__all__ = ["ALLOWED_DIRS", "SYSTEM_DIRS", "check_knowledge_path", "decode_knowledge", "open_knowledge_file"]
 
 _LIMITS = data.table("kiosk/knowledge_limits.toml")
 SYSTEM_DIRS: tuple[Path, ...] = tuple(Path(p) for p in _LIMITS["system_dirs"])
@@ -60,3 +60,16 @@ def open_knowledge_file(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def decode_knowledge(data: bytes, source: str, *, hint: str = "save it as UTF-8") -> str:
+    """``data`` as UTF-8 text; :class:`ConfigError` coded ``knowledge_not_utf8`` naming ``source``, the line and the
+    byte offset of the first byte that is not (never a replacement character), and ``hint``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{source}: line {line} is not UTF-8 text (byte {exc.start}: {data[exc.start : exc.end]!r}); {hint}",
+            code="knowledge_not_utf8",
+        ) from None
