@@ -123,6 +123,19 @@ def test_the_turn_record_says_the_reply_was_cut_and_why() -> None:
     assert reply.count("adults") <= 8 and reply.endswith("adults.") and len(reply) < reply_chars(40)
 
 
+def test_a_reply_the_server_stopped_at_max_tokens_is_cut_and_closed() -> None:
+    """A well-behaved server stops at ``max_tokens`` in mid-word and says ``finish_reason: "length"``: the reply is
+    recorded as cut by its tokens and ends after its last whole word with a full stop, as a local model's does."""
+    pieces = ["Adults pay fourteen euros", " and children under twelve go fr"]
+    script = [*(chunk(p) for p in pieces), chunk(finish="length"), b"data: [DONE]\n\n"]
+    with FakeChatServer("script", script=lambda: script) as server:
+        trace, synth, _ = hedged_turn(server)
+    assert trace.answered_by == Answered("remote") and trace.cut == "tokens"
+    assert trace.reply == "Adults pay fourteen euros and children under twelve go." and "fr" not in " ".join(
+        synth.texts
+    )
+
+
 def test_ten_megabytes_of_reply_are_read_only_to_the_character_bound() -> None:
     with FakeChatServer("script", script=flood) as server:
         trace, _, _ = hedged_turn(server)

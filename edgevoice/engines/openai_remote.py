@@ -58,8 +58,9 @@ def _fail(code: str, message: str) -> LanguageModelError:
     return LanguageModelError(f"remote model: {message}", code=code)
 
 
-def _piece(data: str) -> tuple[str, bool]:
-    """The reply text in one event's data, and whether the event says the reply is finished."""
+def _piece(data: str) -> tuple[str, str | None]:
+    """The reply text in one event's data, and why the reply finished if the event says it did (``"stop"``,
+    ``"length"``: the server stopped at ``max_tokens``...)."""
     try:
         chunk = json.loads(data)
     except ValueError:
@@ -72,7 +73,7 @@ def _piece(data: str) -> tuple[str, bool]:
     if not isinstance(choices, list):
         raise _fail("llm_remote_malformed", f"an event has no choices: {data[:80]!r}")
     if not choices:
-        return "", False  # a usage-only chunk
+        return "", None  # a usage-only chunk
     choice = choices[0]
     delta = choice.get("delta") if isinstance(choice, Mapping) else None
     if not isinstance(delta, Mapping):
@@ -80,7 +81,8 @@ def _piece(data: str) -> tuple[str, bool]:
     content = delta.get("content")
     if content is not None and not isinstance(content, str):
         raise _fail("llm_remote_malformed", f"an event's content is not text: {data[:80]!r}")
-    return content or "", choice.get("finish_reason") is not None
+    reason = choice.get("finish_reason")
+    return content or "", None if reason is None else str(reason)
 
 
 class RemoteChatModel:
@@ -149,8 +151,10 @@ class RemoteChatModel:
                     for data in events.feed(chunk):
                         if data.strip() == "[DONE]":
                             return
-                        text, done = _piece(data)
-                        finished = finished or done
+                        text, reason = _piece(data)
+                        finished = finished or reason is not None
+                        if reason == "length":  # the server stopped at max_tokens: the reply was cut, as by us
+                            self._cuts.cut = Cut.TOKENS
                         if not text:
                             continue
                         pieces += 1
