@@ -14,12 +14,13 @@ import dataclasses
 import functools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, EdgeVoiceError, ModelMissingError
+from edgevoice.kiosk.knowledge import Entry
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,11 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
     report = ConfigReport(config.source)
     report.check(
-        lambda: parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
+        lambda: check_answer_lengths(
+            config,
+            parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings),
+            report.warnings,
+        )
     )
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
     report.check(lambda: check_admin(config))
@@ -92,6 +97,27 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
         report.errors += check_devices(config.audio.input_device, config.audio.output_device, portaudio=portaudio)
     return report
+
+
+def check_answer_lengths(config: Config, entries: Sequence[Entry], warnings: list[str]) -> None:
+    """Warn of each answer longer than one reply may be (:class:`~edgevoice.reply.bounds.ReplyBounds`: ``[llm]
+    max_tokens``' characters, ``[kiosk] max_clauses``): read out directly it would be cut, and the operator should
+    know before a visitor hears half a price list."""
+    from edgevoice.clock import ManualClock
+    from edgevoice.reply.bounds import ReplyBounds, ReplyLimit
+
+    bounds = ReplyBounds(max_tokens=config.llm.max_tokens, max_clauses=config.kiosk.max_clauses)
+    for number, entry in enumerate(entries, 1):
+        limit = ReplyLimit(bounds, ManualClock())
+        limit.feed(entry.answer)
+        limit.finish()
+        if limit.cut is not None:
+            name = (entry.question or entry.answer)[:40]
+            warnings.append(
+                f"{config.knowledge_source()}: entry {number} ({name!r}) has an answer longer than one reply may "
+                f"be (its {limit.cut.value}: [llm] max_tokens = {config.llm.max_tokens}, "
+                f"[kiosk] max_clauses = {config.kiosk.max_clauses}); read out, it is cut: shorten it or split it"
+            )
 
 
 def check_own_paths(config: Config, report: ConfigReport) -> None:

@@ -295,3 +295,15 @@ def test_only_missing_sound_devices_exit_69_as_run_does(
     assert cli.main(["config", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "[audio_device] audio.input_device" in err and "[config_invalid] asr.language = 'xx'" in err
+
+
+def test_an_answer_longer_than_one_reply_may_be_is_warned_of(tmp_path: Path) -> None:
+    """A direct read-out is held to the reply bounds like any reply: the operator hears of an answer that would be
+    cut (a price list of many clauses) before a visitor hears half of it."""
+    prices = "Adults pay 14 euros, " + ", ".join(f"group {n} pays {n} euros" for n in range(1, 12)) + "."
+    knowledge = f"How much are tickets? {prices}\n\nWhen do you open? At nine, every day.\n"
+    report = check_config(good_config(tmp_path, kiosk={"knowledge": knowledge}), devices=False)
+    [warning] = [w for w in report.warnings if "longer than one reply" in w]
+    assert "entry 1 ('How much are tickets?')" in warning and "max_clauses = 8" in warning and report.ok
+    roomy = good_config(tmp_path, kiosk={"knowledge": knowledge, "max_clauses": 20})
+    assert not [w for w in check_config(roomy, devices=False).warnings if "longer than one reply" in w]
