@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "devices",
-        help="list the sound devices (for [audio] input_device / output_device); exit status 1 when there are none",
+        help="list the sound devices (for [audio] input_device / output_device); exit status 69 when there are none",
     )
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(handler=_cmd_devices)

@@ -1,6 +1,6 @@
 """The argument parser of every ``edgevoice`` command: ``-v`` and ``--json`` anywhere on the line, and a usage error
 raised as an :class:`~edgevoice.errors.EdgeVoiceError` (code ``usage``) instead of printed, so that under ``--json``
-it is one JSON object like every other failure (:mod:`edgevoice.cli_run`)."""
+it is one JSON object like every other failure (:mod:`edgevoice.cli_exit`)."""
 
 from __future__ import annotations
 

@@ -58,6 +58,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_configuration_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run by a test finds no configuration of the machine it runs on (``$EDGEVOICE_CONFIG``): a
+    developer's kiosk config must not change what a test sees."""
+    monkeypatch.delenv("EDGEVOICE_CONFIG", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _unit_tests_find_no_models(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
