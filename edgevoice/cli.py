@@ -32,10 +32,10 @@ STAGE_LABELS = {
 
 
 def _cmd_converse(args: argparse.Namespace) -> int:
+    from edgevoice.app import load_engines
     from edgevoice.audio import SAMPLE_RATE
     from edgevoice.audio.files import check_output_path, read_audio, write_wav
     from edgevoice.converse import Assistant
-    from edgevoice.engines.factory import load_engines
 
     config = find_config(args.config)
     if args.out:
@@ -78,8 +78,8 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 
 def _cmd_say(args: argparse.Namespace) -> int:
+    from edgevoice.app import model_store, piper_files
     from edgevoice.audio.files import check_output_path, write_wav
-    from edgevoice.engines.factory import model_store, piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.reply.speech_text import normalize_for_speech
 

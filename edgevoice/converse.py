@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from edgevoice.app import build_kiosk
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
-from edgevoice.engines.factory import build_kiosk
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import ChatMessage, ConverseResult, StageTime
 from edgevoice.interfaces import Engines, FloatAudio

@@ -17,9 +17,9 @@ import statistics
 import threading
 import time
 
+from edgevoice.app import cached_voice, model_store, piper_files, voice_id
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
-from edgevoice.engines.factory import cached_voice, model_store, piper_files, voice_id
 from edgevoice.engines.piper_onnx import PiperSynthesizer
 from edgevoice.events import Transcript
 from edgevoice.kiosk.grounding import Kiosk

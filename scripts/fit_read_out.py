@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import tomli_w
 
+from edgevoice.app import load_embedder
 from edgevoice.bench.cli import venues
 from edgevoice.bench.scoring import has_fact
 from edgevoice.bench.venue_quality import venue_config
 from edgevoice.config import Config
-from edgevoice.engines.factory import load_embedder
 from edgevoice.kiosk.embedding_cache import encoder_identity
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.read_out import fit

@@ -26,12 +26,12 @@ import argparse
 from collections import Counter
 from dataclasses import replace
 
+from edgevoice.app import build_kiosk, load_embedder
 from edgevoice.bench.cli import venues
 from edgevoice.bench.scoring import has_fact
 from edgevoice.bench.venue import SPLITS
 from edgevoice.bench.venue_quality import venue_config
 from edgevoice.config import Config
-from edgevoice.engines.factory import build_kiosk, load_embedder
 
 ANSWERABLE = ("fact", "paraphrase", "neighbour", "number")
 UNANSWERABLE = ("out", "near_miss")

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgevoice.app import load_engines, load_turn_model
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.cli import venues
 from edgevoice.bench.voices import DEFAULT_VOICES, voice_speaker
 from edgevoice.config import Config
-from edgevoice.engines.factory import load_engines, load_turn_model
 from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, Pause, pause_verdict
 from edgevoice.live.rejoin import REJOIN_HEARD_S
 from edgevoice.selftest.measure import loud_frames, with_longest_gap

@@ -17,12 +17,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from edgevoice.app import build_kiosk
 from edgevoice.bench.cli import venues
 from edgevoice.bench.scoring import is_dont_know
 from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW
 from edgevoice.bench.venue_quality import score_reply, venue_config
 from edgevoice.config import Config
-from edgevoice.engines.factory import build_kiosk
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.prompt import conversation
 from edgevoice.models.store import ModelStore

@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from edgevoice.app import model_store
 from edgevoice.bench.cli import venues
 from edgevoice.bench.venue_quality import VenueOptions, run_venues
 from edgevoice.config import Config
-from edgevoice.engines.factory import model_store
 from edgevoice.engines.llamacpp import LlamaCppModel
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounded_model import GroundedModel

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from edgevoice.app import build_kiosk, load_embedder
 from edgevoice.bench.cli import venues
 from edgevoice.bench.venue import SPLITS
 from edgevoice.bench.venue_quality import venue_config
 from edgevoice.config import Config
-from edgevoice.engines.factory import build_kiosk, load_embedder
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ import statistics
 import sys
 import time
 
+from edgevoice.app import load_engines
 from edgevoice.bench.cli import venues
 from edgevoice.config import Config
-from edgevoice.engines.factory import load_engines
 
 THRESHOLDS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
 HELD_UP = 0.025

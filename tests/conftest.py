@@ -86,7 +86,7 @@ def store():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def engines(store) -> Iterator[Engines]:  # type: ignore[no-untyped-def]
-    from edgevoice.engines.factory import load_engines
+    from edgevoice.app import load_engines
 
     loaded, _ = load_engines(Config(), store)
     yield loaded
@@ -97,7 +97,7 @@ def engines(store) -> Iterator[Engines]:  # type: ignore[no-untyped-def]
 def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
     """Speech for a text at 16 kHz, made by the default voice without its sampling noise, so every test run hears
     exactly the same audio."""
-    from edgevoice.engines.factory import piper_files
+    from edgevoice.app import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.reply.speech_text import normalize_for_speech
 

@@ -9,11 +9,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from edgevoice.app import load_turn_model
 from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.ring import SharedRing
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
-from edgevoice.engines.factory import load_turn_model
 from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from edgevoice import cli
+from edgevoice.app import load_embedder, load_phonemizer
 from edgevoice.bench.knowledge_size import synthetic_knowledge
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.config.load import load_config
 from edgevoice.data import sample_persona
-from edgevoice.engines.factory import load_embedder, load_phonemizer
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.embedding_cache import EmbeddingCache
 from edgevoice.kiosk.grounding import Kiosk

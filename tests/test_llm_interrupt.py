@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from edgevoice.app import resolve
 from edgevoice.config import Config
-from edgevoice.engines.factory import resolve
 from edgevoice.engines.llamacpp import BACKGROUND_PREFILL_CHUNK, PREFILL_CHUNK, LlamaCppModel
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import ChatMessage

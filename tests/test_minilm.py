@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.app import embedder_files, load_embedder, model_store
 from edgevoice.config import Config
-from edgevoice.engines.factory import embedder_files, load_embedder, model_store
 from edgevoice.engines.minilm import MiniLmEmbedder, erf
 from edgevoice.errors import ModelFormatError, ModelMissingError
 from edgevoice.models.formats import check_format

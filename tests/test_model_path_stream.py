@@ -7,9 +7,9 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from edgevoice.app import resolve
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
-from edgevoice.engines.factory import resolve
 from edgevoice.engines.llamacpp import LlamaCppModel
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.app import hedged_model
 from edgevoice.clock import ManualClock
 from edgevoice.config.load import config_from_dict
 from edgevoice.config_check import check_config, effective_config
-from edgevoice.engines.factory import hedged_model
 from edgevoice.engines.openai_remote import REMOTE_ERRORS, RemoteChatModel, read_api_key
 from edgevoice.errors import ConfigError, LanguageModelError
 from edgevoice.events import Answered, ChatMessage, answered_record
@@ -408,7 +408,7 @@ def test_the_journal_gets_who_answered_as_fields() -> None:
     assert "LLM" not in fields and "LLM_REMOTE_ERROR" not in fields
 
 
-def test_the_factory_builds_the_hedge_from_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_app_builds_the_hedge_from_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEVOICE_TEST_KEY", "sk-fleet")
     with FakeChatServer("ok", reply="Yes, it is.") as server:
         llm = {"backend": "openai", "base_url": server.base_url, "model": "big", "api_key_env": "EDGEVOICE_TEST_KEY"}

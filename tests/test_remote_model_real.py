@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
+from edgevoice.app import resolve
 from edgevoice.config import Config
-from edgevoice.engines.factory import resolve
 from edgevoice.engines.openai_remote import RemoteChatModel
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import Answered, ChatMessage

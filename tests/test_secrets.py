@@ -263,7 +263,7 @@ def test_an_injected_value_is_not_said_even_if_the_model_follows_it() -> None:
 
 @pytest.fixture(scope="module")
 def real_llm(store):  # type: ignore[no-untyped-def]
-    from edgevoice.engines.factory import resolve
+    from edgevoice.app import resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
 
     c = Config().llm
@@ -276,7 +276,7 @@ def real_llm(store):  # type: ignore[no-untyped-def]
 
 
 def _real_kiosk(store, persona: str, knowledge: str) -> Kiosk:  # type: ignore[no-untyped-def]
-    from edgevoice.engines.factory import build_kiosk
+    from edgevoice.app import build_kiosk
 
     config = Config()
     return build_kiosk(replace(config, kiosk=replace(config.kiosk, persona=persona, knowledge=knowledge)), store=store)

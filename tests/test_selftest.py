@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.app import build_kiosk
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.pipeline import answered_by
 from edgevoice.config import Config
-from edgevoice.engines.factory import build_kiosk
 from edgevoice.selftest import measure
 from edgevoice.selftest.chart import waterfall
 from edgevoice.selftest.report import (

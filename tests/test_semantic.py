@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice.app import build_kiosk
 from edgevoice.bench.quality_set import Question
 from edgevoice.bench.scoring import invented_values, is_dont_know
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
-from edgevoice.engines.factory import build_kiosk
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, conversation
@@ -97,12 +97,12 @@ def test_semantic_off_or_no_model_installed_leaves_the_words_to_decide(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = Config()
-    with caplog.at_level(logging.INFO, logger="edgevoice.engines.factory"):
+    with caplog.at_level(logging.INFO, logger="edgevoice.app"):
         off = build_kiosk(replace(config, kiosk=replace(config.kiosk, semantic=False)))
     assert off.semantic is None and "semantic matching off ([kiosk] semantic = false)" in caplog.text
     caplog.clear()
     empty = replace(config, models=replace(config.models, dir=str(tmp_path)))  # a models directory without it
-    with caplog.at_level(logging.WARNING, logger="edgevoice.engines.factory"):
+    with caplog.at_level(logging.WARNING, logger="edgevoice.app"):
         missing = build_kiosk(empty)
     assert missing.semantic is None
     assert "semantic matching off" in caplog.text and "edgevoice models install all-minilm-l6-v2" in caplog.text

@@ -329,7 +329,7 @@ def test_thanks_after_an_answer_gets_a_short_reply() -> None:
 
 @pytest.fixture(scope="module")
 def minilm() -> Embedder:
-    from edgevoice.engines.factory import load_embedder
+    from edgevoice.app import load_embedder
 
     return load_embedder(Config())
 

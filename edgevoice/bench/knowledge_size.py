@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from edgevoice.app import load_embedder, load_phonemizer
 from edgevoice.config import Config
 from edgevoice.data import sample_persona
-from edgevoice.engines.factory import load_embedder, load_phonemizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import parse_knowledge
 

@@ -207,7 +207,7 @@ def _commit_to_audio(turn: dict[str, Any]) -> float | None:
 
 
 def _kiosk(config: Config) -> Kiosk:
-    from edgevoice.engines.factory import build_kiosk
+    from edgevoice.app import build_kiosk
 
     return build_kiosk(config)
 

@@ -109,7 +109,7 @@ def run_quality(
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run the benchmark; return the report (plain data, JSON-ready)."""
-    from edgevoice.engines.factory import build_kiosk, piper_files, resolve
+    from edgevoice.app import build_kiosk, piper_files, resolve
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
 
@@ -201,7 +201,7 @@ def snr_summary(utterances: Sequence[Utterance]) -> dict[str, list[float]]:
 
 
 def open_recognizer(store: ModelStore, config: Config, name: str, **kwargs: Any) -> Any:
-    from edgevoice.engines.factory import resolve
+    from edgevoice.app import resolve
     from edgevoice.engines.whispercpp import WhisperCppRecognizer
 
     language = config.asr.language

@@ -44,7 +44,7 @@ def answer_all(
 
     ``inputs``: (kind, question, text) with kind ``"text"`` (the question as written) or a listening condition
     (the question as the recognizer heard it there)."""
-    from edgevoice.engines.factory import resolve
+    from edgevoice.app import resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
 
     rows, replies = [], set()

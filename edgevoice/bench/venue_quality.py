@@ -167,7 +167,7 @@ def run_venue(
     config: Config, store: ModelStore, venue: Venue, options: VenueOptions, progress: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     """One scored item per question and input (written; each voice and condition)."""
-    from edgevoice.engines.factory import build_kiosk, resolve
+    from edgevoice.app import build_kiosk, resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
 
     config = venue_config(config, venue)
@@ -235,9 +235,9 @@ def transcribe_venue(
 ) -> dict[tuple[str, str], dict[str, Transcript]]:
     """(voice, condition) -> question id -> what the recognizer heard; the questions that follow-ups come after
     are spoken too."""
+    from edgevoice.app import piper_files, resolve
     from edgevoice.bench.quality import open_recognizer
     from edgevoice.bench.voices import voice_speaker
-    from edgevoice.engines.factory import piper_files, resolve
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.listen.vad import find_speech, utterance_span

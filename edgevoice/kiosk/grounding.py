@@ -25,7 +25,7 @@ it does not know.
 :class:`~edgevoice.kiosk.grounded_model.GroundedModel` applies this in front of any
 :class:`~edgevoice.interfaces.LanguageModel`, so the responder and the live loop need no change: it looks at the
 visitor's last message. The sentence encoder and the phonemizer are given to the kiosk, never loaded by it
-(:func:`edgevoice.engines.factory.build_kiosk` loads them from the config).
+(:func:`edgevoice.app.build_kiosk` loads them from the config).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class Kiosk:
         idle: Callable[[], bool] | None = None,
     ) -> Kiosk:
         """The kiosk the config describes, with the given sentence encoder and phonemizer (loaded from the config by
-        :func:`edgevoice.engines.factory.build_kiosk`); ``[kiosk] semantic = false`` leaves out the encoder,
+        :func:`edgevoice.app.build_kiosk`); ``[kiosk] semantic = false`` leaves out the encoder,
         ``mend_misheard = false`` the phonemizer. ``idle``: when a large knowledge may be embedded in the
         background."""
         k = config.kiosk

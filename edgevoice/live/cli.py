@@ -12,12 +12,12 @@ import time
 from types import FrameType
 
 from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
+from edgevoice.app import load_engines, load_turn_model, model_store
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
 from edgevoice.config.listen_address import effective_listen
 from edgevoice.converse import Assistant, trace_stages
-from edgevoice.engines.factory import load_engines, load_turn_model, model_store
 from edgevoice.errors import EXIT_BROKEN_PIPE, AudioDeviceError
 from edgevoice.events import answered_record
 from edgevoice.live.assistant import LiveAssistant

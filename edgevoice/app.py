@@ -1,4 +1,5 @@
-"""Building the engines from the config: manifest names or one's own model files, checked before loading."""
+"""The application assembled from the config: the engines (manifest names or one's own model files, checked before
+loading), the end-of-turn model and the kiosk."""
 
 from __future__ import annotations
 
