@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from edgevoice.config import Config
 from edgevoice.errors import ConfigError, ModelMissingError
@@ -22,10 +22,13 @@ from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
 if TYPE_CHECKING:
     from edgevoice.engines.minilm import MiniLmEmbedder
+    from edgevoice.engines.smart_turn_onnx import SmartTurn
     from edgevoice.interfaces import LanguageModel
     from edgevoice.reply.hedge import HedgedModel
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def model_store(config: Config) -> ModelStore:
@@ -73,9 +76,9 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
     loaded: list[object] = []
     times: dict[str, float] = {}
 
-    def timed(stage: str, build: object) -> object:
+    def timed(stage: str, build: Callable[[], T]) -> T:
         t = time.perf_counter()
-        engine = build()  # type: ignore[operator]
+        engine = build()
         times[stage] = time.perf_counter() - t
         loaded.append(engine)
         return engine
@@ -93,7 +96,7 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
             ),
         )
         c = config.llm
-        llm = timed(
+        llm: LanguageModel = timed(
             "llm",
             lambda: LlamaCppModel(
                 resolve(store, "llm", m.llm),
@@ -109,10 +112,10 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
         )
         if c.backend == "openai":
             local = llm
-            llm = timed("llm_remote", lambda: hedged_model(config, local))  # type: ignore[arg-type]
+            llm = timed("llm_remote", lambda: hedged_model(config, local))
             loaded.remove(local)  # the hedge owns the local model now: closing it closes both
         onnx, voice_config = piper_files(store, m.tts)
-        tts = timed(
+        voice = timed(
             "tts",
             lambda: PiperSynthesizer(
                 onnx,
@@ -127,9 +130,10 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
         for engine in loaded:
             getattr(engine, "close", lambda: None)()
         raise
+    tts: Synthesizer = voice
     if config.tts.presynthesize:
-        tts = cached_voice(tts, config, voice_id(store, (onnx, voice_config), tts.settings))  # type: ignore[arg-type,attr-defined]
-    return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times  # type: ignore[arg-type]
+        tts = cached_voice(voice, config, voice_id(store, (onnx, voice_config), voice.settings))
+    return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times
 
 
 def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
@@ -175,7 +179,7 @@ def voice_id(store: ModelStore, files: tuple[Path, ...], settings: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def load_turn_model(config: Config, store: ModelStore | None = None) -> object:
+def load_turn_model(config: Config, store: ModelStore | None = None) -> SmartTurn:
     """The end-of-turn model (Smart Turn v3.x ONNX)."""
     from edgevoice.engines.smart_turn_onnx import SmartTurn
 

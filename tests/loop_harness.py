@@ -42,7 +42,7 @@ def running_loop(
             mic=mic,
             speaker=spk,
             vad=engines.vad,
-            turn_model=turn_model,  # type: ignore[arg-type]
+            turn_model=turn_model,
             responder=assistant.responder,
             endpoint=config.endpointing,
             vad_threshold=config.vad.threshold,
@@ -71,4 +71,4 @@ def running_loop(
             stop.set()
             if player.is_alive():
                 player.join()
-            getattr(turn_model, "close", lambda: None)()
+            turn_model.close()

@@ -216,7 +216,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         live = LiveAssistant(
             config,
             engines,
-            turn_model,  # type: ignore[arg-type]
+            turn_model,
             assistant.responder,
             on_trace=on_trace,
             on_event=lambda event: emit(event_record(event)),
@@ -272,7 +272,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         if presynthesis is not None:
             presynthesis.close()
         if live is None or live.threads_stopped:
-            getattr(turn_model, "close", lambda: None)()
+            turn_model.close()
             loaded.close()
         else:  # a thread still inside an engine: freeing it now would crash the process; the exit reclaims it
             log.error("engines left to the process exit: a loop thread did not stop in time")
