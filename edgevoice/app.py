@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from edgevoice.clock import Clock
 from edgevoice.config import Config
+from edgevoice.converse import Assistant
 from edgevoice.errors import ConfigError, ModelMissingError
 from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
@@ -268,3 +270,16 @@ def load_phonemizer() -> Phonemize | None:
     except (ImportError, OSError, RuntimeError) as exc:
         log.warning("misheard venue words are not mended (no phonemizer: %s)", exc)
         return None
+
+
+def build_assistant(
+    config: Config,
+    engines: Engines,
+    *,
+    clock: Clock | None = None,
+    live: bool = False,
+    idle: Callable[[], bool] | None = None,
+) -> Assistant:
+    """The :class:`Assistant` on ``engines`` with the kiosk the config describes (:func:`build_kiosk`); ``idle``:
+    when a large knowledge may be embedded in the background."""
+    return Assistant(config, engines, kiosk=build_kiosk(config, idle=idle), clock=clock, live=live, idle=idle)

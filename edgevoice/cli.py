@@ -32,10 +32,9 @@ STAGE_LABELS = {
 
 
 def _cmd_converse(args: argparse.Namespace) -> int:
-    from edgevoice.app import load_engines
+    from edgevoice.app import build_assistant, load_engines
     from edgevoice.audio import SAMPLE_RATE
     from edgevoice.audio.files import check_output_path, read_audio, write_wav
-    from edgevoice.converse import Assistant
 
     config = find_config(args.config)
     if args.out:
@@ -44,7 +43,7 @@ def _cmd_converse(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     engines, load_times = load_engines(config)
     try:
-        assistant = Assistant(config, engines)
+        assistant = build_assistant(config, engines)
         try:
             assistant.warm_up()
             ready = time.perf_counter() - t

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgevoice.app import build_kiosk
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
@@ -36,18 +35,21 @@ class Assistant:
         config: Config,
         engines: Engines,
         *,
+        kiosk: Kiosk,
         clock: Clock | None = None,
         live: bool = False,
         idle: Callable[[], bool] | None = None,
     ) -> None:
-        """``live``: the replies are played as they are made (synthesis then runs beside the language model).
+        """``kiosk``: the venue's knowledge, cached prefix, grounding gate and recognizer vocabulary
+        (:func:`edgevoice.app.build_assistant` builds it from the config with ``idle``). ``live``: the replies are
+        played as they are made (synthesis then runs beside the language model).
         ``idle``: when a large knowledge may be embedded in the background (no turn in progress; None: at once);
         :meth:`close` stops it."""
         self.config = config
         self.engines = engines
         self.clock = clock or MonotonicClock()
         self._idle = idle
-        self.kiosk = build_kiosk(config, idle=idle)  # knowledge, cached prefix, grounding gate, recognizer vocabulary
+        self.kiosk = kiosk
         self.prefix = self.kiosk.prefix
         count = getattr(engines.llm, "count_tokens", None)
         self.responder = Responder(

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from edgevoice.admin.app import create_app
 from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.selftest_runner import SelftestRunner
+from edgevoice.app import build_assistant
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.config.load import config_from_dict
@@ -110,7 +111,7 @@ def kiosk_config(path: Path, *, semantic: bool) -> Config:
 def fake_assistant(config: Config, llm: FakeLlm) -> Assistant:
     clock = ManualClock()
     engines = Engines(vad=FakeVad(), recognizer=FakeRecognizer("", clock), llm=llm, synthesizer=FakeSynth(clock))
-    return Assistant(config, engines, clock=clock)
+    return build_assistant(config, engines, clock=clock)
 
 
 def answer(assistant: Assistant, question: str, turn: int = 1) -> ReplyTrace:

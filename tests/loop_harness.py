@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from edgevoice.app import load_turn_model
+from edgevoice.app import build_assistant, load_turn_model
 from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.ring import SharedRing
 from edgevoice.config import Config
@@ -33,7 +33,7 @@ def running_loop(
     """A started :class:`VoiceLoop` and its assistant (prompt prefix warmed up, as `edgevoice run` does before it
     listens). The output device takes 10 ms of reply every 10 ms times ``speed``; ``played`` collects what it
     took. The reply budget is 30 s: the machine is shared with other tests, only real failures fall back here."""
-    assistant = Assistant(config, engines, live=True)
+    assistant = build_assistant(config, engines, live=True)
     assistant.warm_up()
     turn_model = load_turn_model(config)
     rate = engines.synthesizer.sample_rate

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from edgevoice.app import build_assistant
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.converse import Assistant
 from edgevoice.events import Transcript
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import prefix_messages
@@ -66,7 +66,7 @@ def test_the_assistant_forgets_after_the_configured_timeout() -> None:
     llm = FakeLlm("The shop is at the exit.", clock, per_token=0.0)
     engines = Engines(vad=FakeVad(), recognizer=FakeRecognizer("", clock), llm=llm, synthesizer=FakeSynth(clock))
     config = Config()
-    assistant = Assistant(
+    assistant = build_assistant(
         replace(config, kiosk=replace(config.kiosk, conversation_timeout_s=30.0)), engines, clock=clock
     )
     ask(assistant.responder, clock, "Is there a shop?")

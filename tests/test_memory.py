@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
+from edgevoice.app import build_assistant
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
-from edgevoice.converse import Assistant
 from edgevoice.events import Transcript
 from edgevoice.interfaces import Engines
 from edgevoice.reply.responder import ReplyTrace
@@ -35,7 +35,7 @@ def test_history_is_trimmed_and_the_prompt_stays_bounded(engines: Engines) -> No
     # the conversation would cost that whole answer, not the tail of a generated one
     config = Config()
     config = replace(config, kiosk=replace(config.kiosk, direct_answers=False))
-    assistant = Assistant(config, engines, clock=MonotonicClock())
+    assistant = build_assistant(config, engines, clock=MonotonicClock())
     assistant.warm_up()
     responder = assistant.responder
     responder.history_tokens = 200

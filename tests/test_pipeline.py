@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from edgevoice.app import build_assistant
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
@@ -20,7 +21,7 @@ def make(
     clock = ManualClock()
     asr, llm, tts = FakeRecognizer(transcript, clock), FakeLlm(reply, clock), FakeSynth(clock)
     engines = Engines(vad=FakeVad(), recognizer=asr, llm=llm, synthesizer=tts)
-    return Assistant(Config(), engines, clock=clock), clock, llm, tts, asr
+    return build_assistant(Config(), engines, clock=clock), clock, llm, tts, asr
 
 
 def test_chain_transcribes_answers_and_times_every_stage() -> None:

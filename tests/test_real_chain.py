@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from edgevoice.app import build_assistant
 from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.models
 
 @pytest.fixture(scope="module")
 def assistant(engines: Engines) -> Assistant:
-    a = Assistant(Config(), engines)
+    a = build_assistant(Config(), engines)
     a.warm_up()
     return a
 

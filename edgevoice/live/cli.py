@@ -12,7 +12,7 @@ import time
 from types import FrameType
 
 from edgevoice.admin.appliance import AdminHandle, LiveAppliance, start_admin
-from edgevoice.app import load_engines, load_turn_model, model_store
+from edgevoice.app import build_assistant, load_engines, load_turn_model, model_store
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
@@ -199,7 +199,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     assistant: Assistant | None = None
     try:
         # a large knowledge is embedded in the background, only while no turn is in progress
-        assistant = Assistant(
+        assistant = build_assistant(
             config, engines, clock=MonotonicClock(), live=True, idle=lambda: live is not None and live.loop.idle()
         )
         assistant.warm_up()
