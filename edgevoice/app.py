@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from edgevoice.clock import Clock
+from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
-from edgevoice.converse import Assistant
+from edgevoice.config.listen_address import effective_listen
 from edgevoice.errors import ConfigError, ModelMissingError
 from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
@@ -23,10 +25,21 @@ from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
 if TYPE_CHECKING:
+    from edgevoice.admin.appliance import AdminHandle
+    from edgevoice.converse import Assistant
     from edgevoice.engines.minilm import MiniLmEmbedder
     from edgevoice.engines.smart_turn_onnx import SmartTurn
     from edgevoice.interfaces import LanguageModel
+    from edgevoice.live.assistant import LiveAssistant
+    from edgevoice.live.loop import Turn
+    from edgevoice.live.metrics import MetricsExporter
+    from edgevoice.live.recorder import TurnRecorder
+    from edgevoice.live.service import ServiceMonitor
+    from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.hedge import HedgedModel
+    from edgevoice.reply.presynthesis import Presynthesis
+    from edgevoice.reply.responder import ReplyTrace
+    from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
 
@@ -282,4 +295,192 @@ def build_assistant(
 ) -> Assistant:
     """The :class:`Assistant` on ``engines`` with the kiosk the config describes (:func:`build_kiosk`); ``idle``:
     when a large knowledge may be embedded in the background."""
+    from edgevoice.converse import Assistant
+
     return Assistant(config, engines, kiosk=build_kiosk(config, idle=idle), clock=clock, live=live, idle=idle)
+
+
+def start_metrics(config: Config) -> MetricsExporter | None:
+    """The configured metrics exporter (``[metrics]``, the service's socket by default), or None when metrics are
+    off."""
+    from edgevoice.live.metrics import Metrics, MetricsExporter
+
+    m = config.metrics
+    listen = effective_listen(m.listen)
+    if not listen and not m.textfile:
+        return None
+    return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)
+
+
+@dataclass
+class LoadedModels:
+    """What ``edgevoice run`` loads first: the engines, the end-of-turn model and the metrics exporter."""
+
+    store: ModelStore
+    loaded: Engines  # as loaded: what :meth:`close` frees
+    engines: Engines  # with the test-only faults (edgevoice/live/faults.py); the loaded ones by default
+    turn_model: SmartTurn
+    exporter: MetricsExporter | None
+
+    def close(self, *, engines_free: bool) -> None:
+        """Free the models and stop the exporter; ``engines_free``: no loop thread is still inside an engine
+        (freeing one that is would crash the process: the exit reclaims it then)."""
+        if engines_free:
+            self.turn_model.close()
+            self.loaded.close()
+        else:
+            log.error("engines left to the process exit: a loop thread did not stop in time")
+        if self.exporter is not None:
+            self.exporter.close()
+
+
+def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
+    """Load the engines and the end-of-turn model and start the metrics exporter; ``release`` ends any injected
+    fault's hold (:func:`edgevoice.live.faults.inject_faults`)."""
+    from edgevoice.live.faults import inject_faults
+
+    store = model_store(config)
+    loaded, _ = load_engines(config, store)
+    engines = inject_faults(loaded, release=release)
+    turn_model = load_turn_model(config, store)
+    return LoadedModels(store, loaded, engines, turn_model, start_metrics(config))
+
+
+class LoopIdle:
+    """Whether the live loop is between turns: false until :meth:`follow` names the loop's test (start-up is never
+    idle). Background work (embedding, presynthesis, the model recheck) runs only while it is true."""
+
+    def __init__(self) -> None:
+        self._idle: Callable[[], bool] | None = None
+
+    def follow(self, idle: Callable[[], bool]) -> None:
+        self._idle = idle
+
+    def __call__(self) -> bool:
+        return self._idle is not None and self._idle()
+
+
+class TurnRecords:
+    """Where each turn's record goes: ``emit`` (the output and the journal), the debug recorder, the admin page
+    once it is up (:attr:`admin`) and the metrics. :attr:`echo` gives the reply's echo once the loop is built."""
+
+    def __init__(
+        self,
+        emit: Callable[[dict[str, object]], None],
+        recorder: TurnRecorder | None,
+        exporter: MetricsExporter | None,
+        sample_rate: int,
+    ) -> None:
+        self.emit, self.recorder, self.exporter, self.sample_rate = emit, recorder, exporter, sample_rate
+        self.echo: Callable[[], dict[str, float | None] | None] = lambda: None
+        self.admin: AdminHandle | None = None
+
+    def __call__(self, trace: ReplyTrace, turn: Turn, timeline: TurnTimeline) -> None:
+        from edgevoice.live.cli import turn_record
+
+        record = turn_record(trace, turn, timeline, self.sample_rate, self.echo())
+        self.emit(record)
+        if self.recorder is not None:
+            self.recorder.record(turn.turn_id, turn.audio, record)
+        if self.admin is not None:
+            self.admin.appliance.add_turn(record)
+        if self.exporter is not None:
+            self.exporter.metrics.observe(
+                timeline,
+                cancelled=trace.cancelled,
+                underruns=trace.underruns,
+                answered_by=trace.answered_by,
+            )
+            self.exporter.update()
+
+
+@dataclass
+class Appliance:
+    """The running appliance's parts built on the loaded models: the assistant, the live loop, the presynthesis,
+    the model recheck and (once started) the admin page, each closed by :meth:`close`."""
+
+    config: Config
+    models: LoadedModels
+    recheck: BackgroundRecheck
+    assistant: Assistant
+    presynthesis: Presynthesis | None
+    live: LiveAssistant
+    turns: TurnRecords
+    admin: AdminHandle | None = None
+
+    def start_services(self, monitor: ServiceMonitor) -> None:
+        """Once the loop is ready: the model recheck, the admin page, the presynthesis, in that order."""
+        from edgevoice.admin.appliance import LiveAppliance, start_admin
+
+        self.recheck.start()
+        live = self.live
+        self.admin = start_admin(self.config, LiveAppliance(self.config, self.assistant, monitor, lambda: live))
+        self.turns.admin = self.admin
+        if self.presynthesis is not None:
+            self.presynthesis.start()
+
+    def close(self) -> None:
+        """Stop the recheck, the admin page, the assistant's background work and the presynthesis (the models are
+        :meth:`LoadedModels.close`'s)."""
+        self.recheck.close()
+        if self.admin is not None:
+            self.admin.close()
+        self.assistant.close()
+        if self.presynthesis is not None:
+            self.presynthesis.close()
+
+
+def build_appliance(
+    config: Config,
+    models: LoadedModels,
+    *,
+    stop: threading.Event,
+    emit: Callable[[dict[str, object]], None],
+    recorder: TurnRecorder | None,
+) -> Appliance:
+    """The appliance on ``models``: the assistant (its prompt prefix warmed up), the presynthesis of the known
+    replies (with ``[tts] presynthesize``) and the live loop, whose turns and events go to ``emit``. A model file
+    that changes after it was verified sets ``stop``. What was built is closed if a later part fails."""
+    from edgevoice.live.assistant import LiveAssistant
+    from edgevoice.live.cli import event_record
+    from edgevoice.models.recheck import BackgroundRecheck
+    from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
+
+    idle = LoopIdle()  # a large knowledge is embedded, replies presynthesized, models hashed only between turns
+    # A model file changed after it was verified at load: hash every file again once ready (seconds of work, too
+    # long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
+    recheck = BackgroundRecheck(models.store, on_error=lambda exc: stop.set(), idle=idle)
+    turns = TurnRecords(emit, recorder, models.exporter, models.engines.synthesizer.sample_rate)
+    assistant: Assistant | None = None
+    presynthesis: Presynthesis | None = None
+    try:
+        assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
+        assistant.warm_up()
+        if isinstance(voice := models.loaded.synthesizer, CachedSynthesizer):
+            # the known replies' audio, made while nobody speaks, so that they play the moment a turn is committed
+            presynthesis = Presynthesis(
+                voice,
+                known_replies(assistant.kiosk),
+                max_sentences=config.kiosk.max_sentences,
+                bounds=assistant.responder.bounds,
+                disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
+                idle=idle,
+            )
+        live = LiveAssistant(
+            config,
+            models.engines,
+            models.turn_model,
+            assistant.responder,
+            on_trace=turns,
+            on_event=lambda event: emit(event_record(event)),
+        )
+    except BaseException:
+        recheck.close()
+        if assistant is not None:
+            assistant.close()
+        if presynthesis is not None:
+            presynthesis.close()
+        raise
+    idle.follow(live.loop.idle)
+    turns.echo = live.reply_echo
+    return Appliance(config, models, recheck, assistant, presynthesis, live, turns)

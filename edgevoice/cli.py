@@ -119,7 +119,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from edgevoice.config_check import refuse_foreign_paths
-    from edgevoice.live.cli import run_live
+    from edgevoice.run import run_live
 
     config = find_config(args.config)
     refuse_foreign_paths(config)  # before minutes of loading, not after

@@ -191,7 +191,7 @@ def test_verbose_and_json_stand_anywhere_on_the_line(tmp_path: Path, capsys: pyt
 def test_one_condition_has_one_exit_status_whichever_command_meets_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from edgevoice.live import cli as live_cli
+    from edgevoice import run as live_run
 
     def stops_with(error: Exception) -> object:
         def run_live(*_args: object, **_kwargs: object) -> int:
@@ -199,9 +199,9 @@ def test_one_condition_has_one_exit_status_whichever_command_meets_it(
 
         return run_live
 
-    monkeypatch.setattr(live_cli, "run_live", stops_with(AudioDeviceError("no default input device")))
+    monkeypatch.setattr(live_run, "run_live", stops_with(AudioDeviceError("no default input device")))
     assert cli.main(["run"]) == 69  # what `devices` and `config --check` give for no sound device
-    monkeypatch.setattr(live_cli, "run_live", stops_with(ModelChecksumError("silero_vad.onnx: sha256 differs")))
+    monkeypatch.setattr(live_run, "run_live", stops_with(ModelChecksumError("silero_vad.onnx: sha256 differs")))
     assert cli.main(["run", "--json"]) == 2  # what `models verify` and `config --check` give for a mismatch
     assert _one_object(capsys.readouterr().out)["error"] == {
         "code": "model_checksum",
