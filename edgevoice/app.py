@@ -5,24 +5,21 @@ It sits above the stages (engines, kiosk, reply, live, admin), which never impor
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
-from edgevoice.config.listen_address import effective_listen
-from edgevoice.errors import ConfigError, ModelMissingError
+from edgevoice.errors import ModelMissingError
 from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
-from edgevoice.models.manifest import ModelSpec
+from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve, voice_id
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
@@ -46,39 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def model_store(config: Config) -> ModelStore:
-    return ModelStore(Path(config.models.dir).expanduser() if config.models.dir else None)
-
-
-def manifest_model(store: ModelStore, key: str, value: str) -> ModelSpec | None:
-    """The manifest's model that ``models.<key> = value`` names (a former name logs a warning), or None: a path."""
-    spec = store.manifest.find(value)
-    if spec is not None and spec.name != value:
-        log.warning("models.%s: %s", key, store.manifest.former_name(value))
-    return spec
-
-
-def resolve(store: ModelStore, key: str, value: str, *, file: str | None = None) -> Path:
-    """A manifest name resolves to its verified installed file; anything with a slash or suffix is a path."""
-    if spec := manifest_model(store, key, value):
-        return store.path(spec.name, file)
-    path = Path(value).expanduser()
-    if "/" in value or path.suffix:
-        if not path.is_file():
-            raise ModelMissingError(f"models.{key} = {value!r}: no such file")
-        return path
-    known = ", ".join(sorted(store.manifest.models))
-    raise ConfigError(f"models.{key} = {value!r}: not a model in the manifest ({known}) nor a file path")
-
-
-def piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
-    if spec := manifest_model(store, "tts", value):
-        onnx = next(o.file for o in spec.outputs if o.file.endswith(".onnx"))
-        return store.path(spec.name, onnx), store.path(spec.name, onnx + ".json")
-    model = resolve(store, "tts", value)
-    return model, model.with_name(model.name + ".json")
 
 
 def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engines, dict[str, float]]:
@@ -181,55 +145,12 @@ def cached_voice(voice: Synthesizer, config: Config, voice_id: str) -> CachedSyn
     return CachedSynthesizer(voice, cache, voice_id)
 
 
-def voice_id(store: ModelStore, files: tuple[Path, ...], settings: str) -> str:
-    """A name for a voice and its settings (the key of its cached audio): the checksums of its files (the
-    manifest's, for an installed model; else hashed now) and ``settings``."""
-    digest = hashlib.sha256()
-    for path in files:
-        handed = store.handed_out.get(path)
-        if handed is not None:
-            digest.update(handed[1].sha256.encode())
-        else:
-            with path.open("rb") as fh:
-                digest.update(hashlib.file_digest(fh, "sha256").hexdigest().encode())
-    digest.update(settings.encode())
-    return digest.hexdigest()[:32]
-
-
 def load_turn_model(config: Config, store: ModelStore | None = None) -> SmartTurn:
     """The end-of-turn model (Smart Turn v3.x ONNX)."""
     from edgevoice.engines.smart_turn_onnx import SmartTurn
 
     store = store or model_store(config)
     return SmartTurn(resolve(store, "turn", config.models.turn), threads=1)
-
-
-def embedder_files(store: ModelStore, value: str) -> dict[str, Path]:
-    """The embedding model's files: ``weights``, ``tokenizer``, ``config`` and ``pooling`` (the last two may be
-    missing for one's own model). ``value``: a manifest name, or a sentence-transformers model folder (or its
-    ``model.safetensors``) with ``tokenizer.json``, ``config.json`` and ``1_Pooling/config.json`` beside it."""
-    if spec := manifest_model(store, "embed", value):
-        kinds = {
-            "weights": ".safetensors",
-            "tokenizer": "tokenizer.json",
-            "config": "config.json",
-            "pooling": "pooling.json",
-        }
-        return {
-            kind: store.path(spec.name, out.file)
-            for kind, suffix in kinds.items()
-            for out in spec.outputs
-            if out.file.endswith(suffix)
-        }
-    path = Path(value).expanduser()
-    folder = path if path.is_dir() else path.parent
-    weights = folder / "model.safetensors" if path.is_dir() else resolve(store, "embed", value)
-    files = {"weights": weights, "tokenizer": folder / "tokenizer.json"}
-    files |= {"config": folder / "config.json", "pooling": folder / "1_Pooling" / "config.json"}
-    for kind in ("weights", "tokenizer"):
-        if not files[kind].is_file():
-            raise ModelMissingError(f"models.embed = {value!r}: no {files[kind]}")
-    return {kind: p for kind, p in files.items() if p.is_file()}
 
 
 def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbedder:
@@ -302,18 +223,6 @@ def build_assistant(
     return Assistant(config, engines, kiosk=build_kiosk(config, idle=idle), clock=clock, live=live, idle=idle)
 
 
-def start_metrics(config: Config) -> MetricsExporter | None:
-    """The configured metrics exporter (``[metrics]``, the service's socket by default), or None when metrics are
-    off."""
-    from edgevoice.live.metrics import Metrics, MetricsExporter
-
-    m = config.metrics
-    listen = effective_listen(m.listen)
-    if not listen and not m.textfile:
-        return None
-    return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)
-
-
 @dataclass
 class LoadedModels:
     """What ``edgevoice run`` loads first: the engines, the end-of-turn model and the metrics exporter."""
@@ -345,6 +254,8 @@ def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
     loaded, _ = load_engines(config, store)
     engines = inject_faults(loaded, release=release)
     turn_model = load_turn_model(config, store)
+    from edgevoice.live.metrics import start_metrics
+
     return LoadedModels(store, loaded, engines, turn_model, start_metrics(config))
 
 

@@ -77,9 +77,9 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 
 def _cmd_say(args: argparse.Namespace) -> int:
-    from edgevoice.app import model_store, piper_files
     from edgevoice.audio.files import check_output_path, write_wav
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import model_store, piper_files
     from edgevoice.reply.speech_text import normalize_for_speech
 
     config = find_config(args.config)

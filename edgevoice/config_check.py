@@ -170,7 +170,7 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
     """Each configured model installed and verified (hashed where its stamp no longer matches); the embedding model
     only with ``[kiosk] semantic``, and its absence is a warning (the kiosk then matches by words). Returns the
     recognizer's file when it checked out."""
-    from edgevoice.app import embedder_files, model_store, piper_files, resolve
+    from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve
 
     store = model_store(config)
     m = config.models

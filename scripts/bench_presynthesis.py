@@ -17,12 +17,13 @@ import statistics
 import threading
 import time
 
-from edgevoice.app import cached_voice, model_store, piper_files, voice_id
+from edgevoice.app import cached_voice
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
 from edgevoice.engines.piper_onnx import PiperSynthesizer
 from edgevoice.events import Transcript
 from edgevoice.kiosk.grounding import Kiosk
+from edgevoice.models.configured import model_store, piper_files, voice_id
 from edgevoice.reply.presynthesis import Presynthesis, known_replies
 from edgevoice.reply.responder import ReplyTrace, Responder
 

@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edgevoice.app import model_store
 from edgevoice.bench.cli import venues
 from edgevoice.bench.venue_quality import VenueOptions, run_venues
 from edgevoice.config import Config
@@ -25,6 +24,7 @@ from edgevoice.engines.llamacpp import LlamaCppModel
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Verdict
+from edgevoice.models.configured import model_store
 
 UNITS = ("sentence", "clause")
 

@@ -97,8 +97,8 @@ def engines(store) -> Iterator[Engines]:  # type: ignore[no-untyped-def]
 def speak(store) -> Callable[[str], np.ndarray]:  # type: ignore[no-untyped-def]
     """Speech for a text at 16 kHz, made by the default voice without its sampling noise, so every test run hears
     exactly the same audio."""
-    from edgevoice.app import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import piper_files
     from edgevoice.reply.speech_text import normalize_for_speech
 
     tts = PiperSynthesizer(*piper_files(store, Config().models.tts), noise_scale=0.0, noise_w=0.0)

@@ -127,7 +127,7 @@ def test_the_cache_is_keyed_by_the_voice_and_its_settings() -> None:
 
 
 def test_voice_id_changes_with_the_files_and_the_settings(tmp_path: Path) -> None:
-    from edgevoice.app import voice_id
+    from edgevoice.models.configured import voice_id
     from edgevoice.models.store import ModelStore
 
     store = ModelStore(tmp_path / "models")
@@ -249,8 +249,9 @@ def test_presynthesis_waits_while_a_turn_is_in_progress() -> None:
 
 
 def test_the_real_voice_plays_a_direct_answer_from_the_presynthesized_audio(store) -> None:  # type: ignore[no-untyped-def]
-    from edgevoice.app import cached_voice, piper_files, voice_id
+    from edgevoice.app import cached_voice
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import piper_files, voice_id
 
     files = piper_files(store, Config().models.tts)
     piper = PiperSynthesizer(*files, noise_scale=0.0, noise_w=0.0)  # without sampling noise: comparable samples

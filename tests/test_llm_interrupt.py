@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from edgevoice.app import resolve
 from edgevoice.config import Config
 from edgevoice.engines.llamacpp import BACKGROUND_PREFILL_CHUNK, PREFILL_CHUNK, LlamaCppModel
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import ChatMessage
+from edgevoice.models.configured import resolve
 from edgevoice.priority import background
 
 pytestmark = pytest.mark.models

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from edgevoice.app import start_metrics
 from edgevoice.config.listen_address import effective_listen, parse_listen
 from edgevoice.config.load import config_from_dict
 from edgevoice.errors import ConfigError
-from edgevoice.live.metrics import Metrics, MetricsExporter
+from edgevoice.live.metrics import Metrics, MetricsExporter, start_metrics
 from edgevoice.trace import TurnTimeline
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgevoice.app import embedder_files, load_embedder, model_store
+from edgevoice.app import load_embedder
 from edgevoice.config import Config
 from edgevoice.engines.minilm import MiniLmEmbedder, erf
 from edgevoice.errors import ModelFormatError, ModelMissingError
+from edgevoice.models.configured import embedder_files, model_store
 from edgevoice.models.formats import check_format
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "where", "is", "the", "whale", "?", "shop", "##s", "cafe", "open"]

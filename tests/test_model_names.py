@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgevoice.app import resolve
 from edgevoice.config import Config
 from edgevoice.config.load import load_config
 from edgevoice.config_check import check_config
 from edgevoice.errors import ModelError
+from edgevoice.models.configured import resolve
 from edgevoice.models.manifest import load_manifest, parse_manifest
 from tests.test_model_store import new_store, world  # noqa: F401  (fixture)
 

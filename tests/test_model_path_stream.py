@@ -7,7 +7,6 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from edgevoice.app import resolve
 from edgevoice.config import Config
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.engines.llamacpp import LlamaCppModel
@@ -15,6 +14,7 @@ from edgevoice.events import ChatMessage
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, conversation
+from edgevoice.models.configured import resolve
 from edgevoice.models.store import ModelStore
 
 CHECKED = (

@@ -211,7 +211,7 @@ def _no_work(*_: object, **__: object) -> None:
 def test_commands_refuse_to_overwrite_a_file_of_another_kind_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("edgevoice.app.piper_files", _no_work)
+    monkeypatch.setattr("edgevoice.models.configured.piper_files", _no_work)
     monkeypatch.setattr("edgevoice.selftest.session.run_session", _no_work)
     monkeypatch.setattr("edgevoice.bench.tune.tune", _no_work)
     notes = tmp_path / "notes.txt"

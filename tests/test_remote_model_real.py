@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from edgevoice.app import resolve
 from edgevoice.config import Config
 from edgevoice.engines.openai_remote import RemoteChatModel
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import Answered, ChatMessage
 from edgevoice.interfaces import Engines
+from edgevoice.models.configured import resolve
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.hedge import HedgedModel
 from tests.test_remote_model import free_port

@@ -221,9 +221,9 @@ def test_the_bounds_come_from_the_configuration() -> None:
 
 
 def test_the_local_model_stopped_at_max_tokens_says_so_and_its_reply_ends_cleanly(store) -> None:  # type: ignore[no-untyped-def]
-    from edgevoice.app import resolve
     from edgevoice.config import Config
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.models.configured import resolve
 
     llm = LlamaCppModel(resolve(store, "llm", Config().models.llm), n_ctx=2048, threads=2)
     clock = ManualClock()

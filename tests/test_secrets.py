@@ -263,8 +263,8 @@ def test_an_injected_value_is_not_said_even_if_the_model_follows_it() -> None:
 
 @pytest.fixture(scope="module")
 def real_llm(store):  # type: ignore[no-untyped-def]
-    from edgevoice.app import resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.models.configured import resolve
 
     c = Config().llm
     llm = LlamaCppModel(

@@ -103,8 +103,8 @@ def test_phantoms_no_visitor_says_are_dropped_whatever_the_audio() -> None:
 
 @pytest.fixture(scope="module")
 def recognizer(store) -> Iterator[WhisperCppRecognizer]:  # type: ignore[no-untyped-def]
-    from edgevoice.app import resolve
     from edgevoice.config import Config
+    from edgevoice.models.configured import resolve
 
     rec = WhisperCppRecognizer(Path(resolve(store, "asr", Config().models.asr)), threads=2)
     yield rec

@@ -28,10 +28,10 @@ def test_misheard_words_are_said_as_dictionaries_give_them(espeak: str, said: st
 
 @pytest.mark.models
 def test_the_voice_says_fourteen_so_that_it_is_heard(store, engines) -> None:  # type: ignore[no-untyped-def]
-    from edgevoice.app import piper_files
     from edgevoice.audio.files import to_model_rate
     from edgevoice.config import Config
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import piper_files
 
     tts = PiperSynthesizer(*piper_files(store, Config().models.tts), noise_scale=0.0, noise_w=0.0)
     try:
@@ -53,9 +53,9 @@ def test_sentences_of_every_length_do_not_grow_the_voices_memory(store) -> None:
     with the plans kept, +1 to +2 MB without."""
     import os
 
-    from edgevoice.app import piper_files
     from edgevoice.config import Config
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import piper_files
     from edgevoice.selftest.cpu import rss_mb
 
     words = LONG_SENTENCE.split()

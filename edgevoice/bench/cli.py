@@ -110,8 +110,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from edgevoice.app import model_store
     from edgevoice.config.load import find_config
+    from edgevoice.models.configured import model_store
     from edgevoice.ownership import JSON_REPORT, check_output_path
 
     config = find_config(args.config)

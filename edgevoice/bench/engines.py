@@ -98,8 +98,8 @@ def measure_asr(
 
 
 def open_recognizer(config: Config, store: ModelStore) -> Any:
-    from edgevoice.app import resolve
     from edgevoice.engines.whispercpp import WhisperCppRecognizer
+    from edgevoice.models.configured import resolve
 
     return WhisperCppRecognizer(resolve(store, "asr", config.models.asr), language=config.asr.language)
 
@@ -152,8 +152,8 @@ def measure_llm(
     """One language-model setting: first token cold (nothing cached: the model's first turn after a restart) and
     with the kiosk's prefix cached (every later turn), prefill and generation tokens/s, and the estimated time to a
     first clause (first token + ``FIRST_CLAUSE_TOKENS`` - 1 generated)."""
-    from edgevoice.app import resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.models.configured import resolve
 
     prefix = kiosk_prefix(config)
     question = [*prefix, ChatMessage("user", QUESTION)]
@@ -243,8 +243,8 @@ def bench_llm(config: Config, store: ModelStore, options: EngineOptions, progres
 # -- synthesis ------------------------------------------------------------------------------------------------------
 def measure_tts(config: Config, store: ModelStore, *, threads: int, provider: str, repeats: int) -> dict[str, Any]:
     """One voice setting on one clause: time to its first audio, and the real-time factor of the whole clause."""
-    from edgevoice.app import piper_files
     from edgevoice.engines.piper_onnx import PiperSynthesizer
+    from edgevoice.models.configured import piper_files
     from edgevoice.reply.speech_text import normalize_for_speech
 
     text = normalize_for_speech(CLAUSE)
@@ -294,9 +294,9 @@ def bench_vad(config: Config, store: ModelStore, options: EngineOptions, progres
 
 def measure_vad(config: Config, store: ModelStore, *, threads: int, repeats: int) -> dict[str, Any]:
     """Silero's time per 32 ms frame and Smart Turn's per verdict, with ``threads`` ONNX Runtime threads each."""
-    from edgevoice.app import resolve
     from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.engines.smart_turn_onnx import SmartTurn
+    from edgevoice.models.configured import resolve
 
     audio = UTTERANCES[0].audio()
     frames = [audio[i : i + 512] for i in range(0, len(audio) - 511, 512)]

@@ -109,9 +109,10 @@ def run_quality(
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run the benchmark; return the report (plain data, JSON-ready)."""
-    from edgevoice.app import build_kiosk, piper_files, resolve
+    from edgevoice.app import build_kiosk
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
+    from edgevoice.models.configured import piper_files, resolve
 
     config = sample_config(config)
     kiosk = build_kiosk(config)
@@ -201,8 +202,8 @@ def snr_summary(utterances: Sequence[Utterance]) -> dict[str, list[float]]:
 
 
 def open_recognizer(store: ModelStore, config: Config, name: str, **kwargs: Any) -> Any:
-    from edgevoice.app import resolve
     from edgevoice.engines.whispercpp import WhisperCppRecognizer
+    from edgevoice.models.configured import resolve
 
     language = config.asr.language
     return WhisperCppRecognizer(resolve(store, "asr", name), threads=config.asr.threads, language=language, **kwargs)

@@ -44,8 +44,8 @@ def answer_all(
 
     ``inputs``: (kind, question, text) with kind ``"text"`` (the question as written) or a listening condition
     (the question as the recognizer heard it there)."""
-    from edgevoice.app import resolve
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.models.configured import resolve
 
     rows, replies = [], set()
     c = config.llm

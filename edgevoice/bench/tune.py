@@ -233,10 +233,10 @@ def _counts(text: str) -> tuple[int, ...]:
 def _cmd_tune(args: argparse.Namespace) -> int:
     import json
 
-    from edgevoice.app import model_store
     from edgevoice.cli_json import emit
     from edgevoice.config.file import write_config
     from edgevoice.config.load import find_config
+    from edgevoice.models.configured import model_store
     from edgevoice.ownership import CONFIG_TOML, JSON_REPORT, check_output_path
 
     config = find_config(args.config)

@@ -167,8 +167,9 @@ def run_venue(
     config: Config, store: ModelStore, venue: Venue, options: VenueOptions, progress: Callable[[str], None]
 ) -> list[dict[str, Any]]:
     """One scored item per question and input (written; each voice and condition)."""
-    from edgevoice.app import build_kiosk, resolve
+    from edgevoice.app import build_kiosk
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.models.configured import resolve
 
     config = venue_config(config, venue)
     questions = venue.in_split(options.split, options.per_kind)
@@ -235,12 +236,12 @@ def transcribe_venue(
 ) -> dict[tuple[str, str], dict[str, Transcript]]:
     """(voice, condition) -> question id -> what the recognizer heard; the questions that follow-ups come after
     are spoken too."""
-    from edgevoice.app import piper_files, resolve
     from edgevoice.bench.quality import open_recognizer
     from edgevoice.bench.voices import voice_speaker
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.listen.vad import find_speech, utterance_span
+    from edgevoice.models.configured import piper_files, resolve
     from edgevoice.reply.speech_text import normalize_for_speech
 
     needed = {q.id: q for q in questions} | {q.after: venue.question(q.after) for q in questions if q.after}

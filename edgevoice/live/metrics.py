@@ -21,7 +21,8 @@ from typing import Any
 
 from edgevoice.admin.hosts import ServedHosts
 from edgevoice.atomic_write import atomic_write
-from edgevoice.config.listen_address import parse_listen
+from edgevoice.config import Config
+from edgevoice.config.listen_address import effective_listen, parse_listen
 from edgevoice.errors import ConfigError
 from edgevoice.events import Answered
 from edgevoice.ownership import BoundSocket, FileKind, check_file, check_socket, claim_socket
@@ -203,3 +204,13 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
     def get_request(self) -> tuple[Any, Any]:
         request, _ = super().get_request()
         return request, ("unix", 0)  # http.server expects a (host, port) client address
+
+
+def start_metrics(config: Config) -> MetricsExporter | None:
+    """The configured metrics exporter (``[metrics]``, the service's socket by default), or None when metrics are
+    off."""
+    m = config.metrics
+    listen = effective_listen(m.listen)
+    if not listen and not m.textfile:
+        return None
+    return MetricsExporter(Metrics(), listen=listen, textfile=m.textfile)

@@ -122,7 +122,7 @@ def _frozen(chunk: FloatAudio) -> FloatAudio:
 class CachedSynthesizer:
     """A :class:`~edgevoice.interfaces.Synthesizer` that plays a text's audio from ``cache`` when it was made ahead
     of time (:meth:`remember`), else asks ``voice``. ``voice_id`` names the voice and its settings (see
-    :func:`edgevoice.app.voice_id`): the cache's key beside the text."""
+    :func:`edgevoice.models.configured.voice_id`): the cache's key beside the text."""
 
     def __init__(self, voice: Synthesizer, cache: ReplyAudioCache, voice_id: str) -> None:
         self.voice, self.cache, self.voice_id = voice, cache, voice_id

@@ -36,9 +36,9 @@ def add_selftest_parser(sub: Any) -> None:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    from edgevoice.app import model_store
     from edgevoice.cli_json import emit, human
     from edgevoice.config.load import find_config
+    from edgevoice.models.configured import model_store
     from edgevoice.ownership import JSON_REPORT, PNG, check_output_path
     from edgevoice.selftest.chart import waterfall
     from edgevoice.selftest.report import report, table
