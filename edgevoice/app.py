@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.hedge import HedgedModel
     from edgevoice.reply.presynthesis import Presynthesis
-    from edgevoice.reply.responder import ReplyTrace
+    from edgevoice.reply.trace import ReplyTrace
     from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)

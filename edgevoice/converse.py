@@ -22,7 +22,8 @@ from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
 from edgevoice.memory import resettle
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from edgevoice.events import Transcript
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.models.configured import model_store, piper_files, voice_id
 from edgevoice.reply.presynthesis import Presynthesis, known_replies
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 
 
 class NoModel:

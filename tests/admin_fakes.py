@@ -19,7 +19,7 @@ from edgevoice.config.load import config_from_dict
 from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.interfaces import Engines, FloatAudio
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
 OLD_FACTS = "What time do you open? We open at nine in the morning.\n"

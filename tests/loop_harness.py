@@ -18,7 +18,7 @@ from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
 from edgevoice.live.loop import Turn, VoiceLoop
 from edgevoice.memory import settle
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 
 
 @contextmanager

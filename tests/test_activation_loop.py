@@ -25,7 +25,8 @@ from edgevoice.live.activation import Activation, ActivationMode
 from edgevoice.live.activation_inputs import TriggerSocket
 from edgevoice.live.assistant import LiveAssistant
 from edgevoice.live.loop import VoiceLoop
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.test_loop import RATE, CompleteTurn, EnergyVad, SlowSynth, make_loop, rings, running, silence, speech
 from tests.waiting import poll

@@ -18,7 +18,8 @@ from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.prompt import DONT_KNOW
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache, spoken_pieces
 from edgevoice.reply.presynthesis import DiskAudio, Presynthesis, disk_audio, known_replies
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeRecognizer
 
 RATE = 22050

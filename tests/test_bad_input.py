@@ -29,7 +29,7 @@ from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import DONT_KNOW, OFF_TOPIC
 from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.live.loop import Turn, VoiceLoop
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.selftest.measure import speech_bounds
 from edgevoice.selftest.utterances import UTTERANCES, Utterance
 from edgevoice.words import words

@@ -13,7 +13,8 @@ from edgevoice.config import Config
 from edgevoice.events import Transcript
 from edgevoice.interfaces import Engines
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
 PREFIX = prefix_messages("You are a test.", "The cafe is upstairs.")

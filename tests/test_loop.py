@@ -21,7 +21,8 @@ from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
 from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial
 from edgevoice.live.loop import VoiceLoop
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 
 

@@ -14,7 +14,7 @@ from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
 from edgevoice.events import Transcript
 from edgevoice.interfaces import Engines
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 
 pytestmark = pytest.mark.models
 

@@ -28,7 +28,8 @@ from edgevoice.live.cli import turn_record
 from edgevoice.live.metrics import Metrics
 from edgevoice.live.service import journal_fields
 from edgevoice.reply.hedge import REMOTE_LATE, HedgedModel
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.trace import TurnTimeline
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.openai_fake import FakeChatServer

@@ -16,7 +16,8 @@ from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.reply.audio_cache import spoken_pieces
 from edgevoice.reply.bounds import ReplyBounds, ReplyLimit, closed
 from edgevoice.reply.chunker import MAX_WORDS
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeRecognizer, FakeSynth
 
 RUNAWAY = "Tickets cost fourteen euros for adults, " * 100

@@ -13,7 +13,7 @@ from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.reply.output import ReplyOutput
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 
 PHRASE = np.full(300, -0.2, np.float32)
 

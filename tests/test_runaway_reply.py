@@ -15,7 +15,8 @@ from edgevoice.engines.openai_remote import RemoteChatModel, line_bytes
 from edgevoice.errors import LanguageModelError
 from edgevoice.events import Answered, Cut, reply_chars
 from edgevoice.reply.hedge import HedgedModel
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.openai_fake import FakeChatServer, chunk
 from tests.test_remote_model import LOCAL_REPLY, QUESTION, answer_turn

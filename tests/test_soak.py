@@ -30,7 +30,7 @@ from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.loop import Turn
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.selftest.cpu import rss_mb
 from edgevoice.selftest.utterances import KIOSK_VOICE, UTTERANCES
 from tests.loop_harness import running_loop

@@ -11,8 +11,9 @@ import pytest
 from edgevoice.clock import ManualClock
 from edgevoice.events import ChatMessage
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
 from edgevoice.reply.synthesis import SynthesisWorker
+from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeRecognizer
 
 WAIT = 10.0

@@ -124,7 +124,7 @@ def test_percentile() -> None:
 
 def test_a_reply_begun_before_the_commit_counts_its_model_time_from_its_transcript() -> None:
     from edgevoice.converse import trace_stages
-    from edgevoice.reply.responder import ReplyTrace
+    from edgevoice.reply.trace import ReplyTrace
 
     trace = ReplyTrace(1, committed=0.0)
     trace.transcript_done, trace.first_token, trace.first_audio = 1.0, 1.2, 1.4  # while the turn was still open

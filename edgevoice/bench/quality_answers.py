@@ -18,7 +18,8 @@ from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.grounding import GroundedModel, Kiosk
 from edgevoice.models.store import ModelStore
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 
 __all__ = ["answer_all", "answer_inputs", "conversation_responder", "respond"]
 

@@ -21,8 +21,9 @@ from edgevoice.live.events import BargeIn, LoopEvent, Speaking
 from edgevoice.memory import release_freed_memory
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.output import FallbackReason, ReplyOutput
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
 from edgevoice.reply.speculation import SpeculativeReply
+from edgevoice.reply.trace import ReplyTrace
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from edgevoice.live.activation import Activation
 from edgevoice.live.activation_inputs import InputThread, activation_inputs
 from edgevoice.live.events import LoopEvent
 from edgevoice.live.loop import Turn, VoiceLoop
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
 from edgevoice.reply.speech_text import normalize_for_speech
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.trace import TurnTimeline, speech_end_index
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from edgevoice.events import answered_record
 from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speaking
 from edgevoice.live.loop import Turn
 from edgevoice.reply.audio_cache import CachedSynthesizer
-from edgevoice.reply.responder import ReplyTrace
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,9 @@ from edgevoice.live.answering import Answerer
 from edgevoice.live.events import LoopEvent, Partial
 from edgevoice.live.listener import FRAME, Listener
 from edgevoice.reply.output import ReplyOutput
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
 from edgevoice.reply.speculation import PrefillAhead, SpeculativeReplies
+from edgevoice.reply.trace import ReplyTrace
 from edgevoice.thread_names import name_this_thread
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.interfaces import FloatAudio
-from edgevoice.reply.responder import ReplyTrace, SpokenClause
+from edgevoice.reply.trace import ReplyTrace, SpokenClause
 
 log = logging.getLogger(__name__)
 

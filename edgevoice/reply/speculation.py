@@ -27,7 +27,8 @@ from edgevoice.events import Transcript
 from edgevoice.interfaces import FloatAudio, TextEndOfTurn
 from edgevoice.listen.streaming_asr import Speculation
 from edgevoice.priority import background, lower_this_thread
-from edgevoice.reply.responder import ReplyTrace, Responder
+from edgevoice.reply.responder import Responder
+from edgevoice.reply.trace import ReplyTrace
 
 if TYPE_CHECKING:
     from edgevoice.listen.turn import Turn
