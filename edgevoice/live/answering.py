@@ -109,8 +109,7 @@ class Answerer:
         with self._withdrawal:
             self._withdrawn = turn_id
             if self._exchange[0] == turn_id:  # answered already (and cut by the barge-in, most often)
-                added = self._exchange[1]
-                self.responder.history[:] = [m for m in self.responder.history if not any(m is a for a in added)]
+                self.responder.forget(self._exchange[1])
                 self._exchange = (0, [])
             elif self._current_turn == turn_id:
                 self.barge_in()
@@ -217,9 +216,8 @@ class Answerer:
             if reply.fallback is None:  # a failed turn leaves no trace in the conversation
                 with self._withdrawal:
                     if self._withdrawn != turn.turn_id:  # nor one the visitor went on with
-                        before = len(self.responder.history)
-                        self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
-                        self._exchange = (turn.turn_id, self.responder.history[before:])
+                        added = self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
+                        self._exchange = (turn.turn_id, added)
             else:
                 trace.reply = self.output.fallback_text  # what the visitor heard
                 self.output.wait_played(fallback=True)

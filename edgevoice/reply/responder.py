@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
 
 import numpy as np
@@ -70,6 +70,7 @@ class Responder:
         self.recognizer, self.llm, self.synthesizer = recognizer, llm, synthesizer
         self.prefix = prefix
         self.history: list[ChatMessage] = []
+        self._history_lock = threading.Lock()  # the listener thread withdraws an exchange while replies are made
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.bounds = ReplyBounds(max_tokens=max_tokens, max_clauses=max_clauses, max_seconds=max_reply_s)
         self.clock = clock
@@ -86,10 +87,43 @@ class Responder:
         cached, so time to first token stays flat however long the conversation."""
         self.expire_history()
         forget = getattr(self.llm, "forget_messages", None)
-        while self.history and self._history_size() > self.history_tokens:
-            dropped, self.history = self.history[:2], self.history[2:]
+        while True:
+            with self._history_lock:
+                if not self.history or self._history_size() <= self.history_tokens:
+                    return
+                dropped = self.history[:2]
+                del self.history[:2]
             if forget is not None:
                 forget(self.prefix, dropped)
+
+    def forget(self, messages: Sequence[ChatMessage]) -> None:
+        """The exchange the visitor went on with leaves the conversation: remove exactly these message objects (by
+        identity: an equal message of another exchange stays).
+
+        As in :meth:`trim_history`, a model that can cut messages out of its KV cache has them cut, so what follows
+        them is not evaluated again; a run of them at the end of the history is left to the next prompt, which
+        overwrites it from the first difference. Never waits for the model (the listener thread calls this): while
+        it is busy, only the history changes."""
+        gone = {id(m) for m in messages}
+        cut = getattr(self.llm, "forget_messages", None)
+        model_free = cut is not None and self._llm_lock.acquire(blocking=False)
+        try:
+            with self._history_lock:
+                if model_free and cut is not None:
+                    kept: list[ChatMessage] = []
+                    run: list[ChatMessage] = []
+                    for message in self.history:
+                        if id(message) in gone:
+                            run.append(message)
+                            continue
+                        if run:
+                            cut([*self.prefix, *kept], run)
+                            run = []
+                        kept.append(message)
+                self.history[:] = [m for m in self.history if id(m) not in gone]
+        finally:
+            if model_free:
+                self._llm_lock.release()
 
     def expire_history(self) -> bool:
         """Forget the whole conversation when no exchange was added for ``conversation_timeout_s``: the next
@@ -101,7 +135,8 @@ class Responder:
         if self.clock.now() - last <= self.conversation_timeout_s:
             return False
         log.info("the conversation lapsed after %.0f s without a turn: a new one begins", self.clock.now() - last)
-        self.history.clear()
+        with self._history_lock:
+            self.history.clear()
         return True
 
     def _history_size(self) -> int:
@@ -310,13 +345,14 @@ class Responder:
         if trace.first_clause is None:
             trace.first_clause = self.clock.now()
 
-    def commit(self, trace: ReplyTrace, played_until: int | None) -> str:
-        """Add the exchange to the history, keeping only what was played before ``played_until`` (barge-in).
+    def commit(self, trace: ReplyTrace, played_until: int | None) -> list[ChatMessage]:
+        """Add the exchange to the history, keeping only what was played before ``played_until`` (barge-in); return
+        the messages added (none for an empty transcript), which :meth:`forget` takes back.
 
         ``played_until`` is a playback-stream position; ``None`` means the whole reply was played.
         """
         if not trace.transcript:
-            return ""
+            return []
         heard: list[str] = []
         for clause in trace.clauses:
             if played_until is None or clause.end_sample <= played_until:
@@ -327,10 +363,11 @@ class Responder:
                 kept = words[: int(len(words) * fraction)]
                 if kept:
                     heard.append(" ".join(kept) + "...")
-        reply = " ".join(heard)
-        self.history += [ChatMessage("user", trace.transcript), ChatMessage("assistant", reply)]
+        added = [ChatMessage("user", trace.transcript), ChatMessage("assistant", " ".join(heard))]
+        with self._history_lock:
+            self.history += added
         self._last_exchange = self.clock.now()
-        return reply
+        return added
 
 
 def silence(seconds: float, rate: int) -> FloatAudio:
