@@ -19,6 +19,7 @@ from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
+from edgevoice.live.events import LoopEvent, ReplyFinished
 from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve, voice_id
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
+
+RECORDS_QUEUE = 4096
+"""Events the turn records may fall behind by (a slow disk under the metrics file) before the oldest are dropped."""
 
 T = TypeVar("T")
 
@@ -274,8 +278,10 @@ class LoopIdle:
 
 
 class TurnRecords:
-    """Where each turn's record goes: ``emit`` (the output and the journal), the debug recorder, the admin page
-    once it is up (:attr:`admin`) and the metrics. :attr:`echo` gives the reply's echo once the loop is built."""
+    """Follows the loop's events (a subscriber of its bus): each turn's record goes to ``emit`` (the output and the
+    journal), the debug recorder, the admin page once it is up (:attr:`admin`) and the metrics; the other events
+    that have a JSON line to ``emit``. :attr:`echo` and :attr:`timeline` are the live assistant's, once it is
+    built."""
 
     def __init__(
         self,
@@ -286,15 +292,26 @@ class TurnRecords:
     ) -> None:
         self.emit, self.recorder, self.exporter, self.sample_rate = emit, recorder, exporter, sample_rate
         self.echo: Callable[[], dict[str, float | None] | None] = lambda: None
+        self.timeline: Callable[[ReplyTrace, Turn], TurnTimeline] | None = None
         self.admin: AdminHandle | None = None
 
-    def __call__(self, trace: ReplyTrace, turn: Turn, timeline: TurnTimeline) -> None:
+    def __call__(self, event: LoopEvent) -> None:
+        from edgevoice.live.cli import event_record
+
+        if isinstance(event, ReplyFinished):
+            self.finished(event.trace, event.turn)
+        elif (record := event_record(event)) is not None:
+            self.emit(record)
+
+    def finished(self, trace: ReplyTrace, turn: Turn) -> None:
         from edgevoice.live.cli import turn_record
 
+        assert self.timeline is not None, "TurnRecords.timeline is set once the live assistant is built"
+        timeline = self.timeline(trace, turn)
         record = turn_record(trace, turn, timeline, self.sample_rate, self.echo())
         self.emit(record)
         if self.recorder is not None:
-            self.recorder.record(turn.turn_id, turn.audio, record)
+            self.recorder.record(turn.turn_id, turn.audio.samples, record)
         if self.admin is not None:
             self.admin.appliance.add_turn(record)
         if self.exporter is not None:
@@ -355,7 +372,6 @@ def build_appliance(
     replies (with ``[tts] presynthesize``) and the live loop, whose turns and events go to ``emit``. A model file
     that changes after it was verified sets ``stop``. What was built is closed if a later part fails."""
     from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.live.cli import event_record
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
 
@@ -379,14 +395,9 @@ def build_appliance(
                 disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
                 idle=idle,
             )
-        live = LiveAssistant(
-            config,
-            models.engines,
-            models.turn_model,
-            assistant.responder,
-            on_trace=turns,
-            on_event=lambda event: emit(event_record(event)),
-        )
+        live = LiveAssistant(config, models.engines, models.turn_model, assistant.responder)
+        turns.timeline, turns.echo = live.timeline, live.reply_echo
+        live.loop.bus.subscribe(turns, name="records", maxsize=RECORDS_QUEUE)
     except BaseException:
         recheck.close()
         if assistant is not None:
@@ -395,5 +406,4 @@ def build_appliance(
             presynthesis.close()
         raise
     idle.follow(live.loop.idle)
-    turns.echo = live.reply_echo
     return Appliance(config, models, recheck, assistant, presynthesis, live, turns)

@@ -60,6 +60,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "audio_missing": ErrorCode(EXIT_ERROR, "an input audio file does not exist"),
     "audio_rate": ErrorCode(EXIT_ERROR, "an input audio file's sample rate is outside what is accepted"),
     "audio_unreadable": ErrorCode(EXIT_ERROR, "an input audio file is not a readable audio file"),
+    "bus_full": ErrorCode(EXIT_ERROR, "the live loop's event bus has as many subscribers as it takes"),
     "config_invalid": ErrorCode(EXIT_ERROR, "a configuration value is unknown, of the wrong type or out of range"),
     "edgevoice_error": ErrorCode(EXIT_ERROR, "an error without a code of its own"),
     "fault_injection": ErrorCode(EXIT_ERROR, "a test-only fault-injection setting cannot be parsed"),

@@ -81,7 +81,7 @@ class Synthesizer(Protocol):
 class Engines:
     """The loaded engines, each behind its interface. ``close()`` releases them all."""
 
-    vad: object  # SileroVad-like: reset(), probabilities(audio) -> array, frame_samples, sample_rate
+    vad: VoiceActivity
     recognizer: Recognizer
     llm: LanguageModel
     synthesizer: Synthesizer

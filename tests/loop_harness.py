@@ -16,7 +16,8 @@ from edgevoice.config import Config
 from edgevoice.converse import Assistant
 from edgevoice.interfaces import Engines
 from edgevoice.live.assistant import speak_once
-from edgevoice.live.loop import Turn, VoiceLoop
+from edgevoice.live.events import ReplyFinished
+from edgevoice.live.loop import LoopOptions, Turn, VoiceLoop
 from edgevoice.memory import settle
 from edgevoice.reply.trace import ReplyTrace
 
@@ -45,11 +46,16 @@ def running_loop(
             turn_model=turn_model,
             responder=assistant.responder,
             endpoint=config.endpointing,
-            vad_threshold=config.vad.threshold,
-            on_trace=on_trace,
-            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
-            fallback_text=config.kiosk.fallback_phrase,
-            reply_budget_s=30.0,
+            options=LoopOptions(
+                vad_threshold=config.vad.threshold,
+                fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
+                fallback_text=config.kiosk.fallback_phrase,
+                reply_budget_s=30.0,
+            ),
+        )
+        loop.bus.subscribe(
+            lambda event: on_trace(event.trace, event.turn) if isinstance(event, ReplyFinished) else None,
+            name="test-traces",
         )
         stop = threading.Event()
 

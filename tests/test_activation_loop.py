@@ -40,17 +40,9 @@ def gated(
     mic: SharedRing, spk: SharedRing, mode: ActivationMode, *, reply: str = "Upstairs.", **kwargs: object
 ) -> tuple[VoiceLoop, Activation, list[tuple[ReplyTrace, Turn]], threading.Event]:
     """A loop from test_loop's :func:`make_loop` with an activation gate in ``mode``; its turns are kept."""
-    loop, _, _, done = make_loop(mic, spk, reply, **kwargs)  # type: ignore[arg-type]
-    activation = loop.listener.activation = Activation(mode, trigger_timeout_s=1.0)
     answered: list[tuple[ReplyTrace, Turn]] = []
-    report = loop.on_trace
-    assert report is not None
-
-    def on_trace(trace: ReplyTrace, turn: Turn) -> None:
-        answered.append((trace, turn))
-        report(trace, turn)
-
-    loop.on_trace = on_trace
+    loop, _, _, done = make_loop(mic, spk, reply, answered=answered, **kwargs)  # type: ignore[arg-type]
+    activation = loop.listener.activation = Activation(mode, trigger_timeout_s=1.0)
     return loop, activation, answered, done
 
 
@@ -81,12 +73,12 @@ class CountingVad:
 def test_push_to_talk_hears_nothing_while_the_key_is_up(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, answered, _ = gated(mic, spk, ActivationMode.PUSH_TO_TALK)
-    vad = loop.vad = CountingVad()
+    vad = loop.listener.vad = CountingVad()
     with running(loop):
         feed(loop, np.concatenate([silence(0.3), speech(1.5), silence(1.5)]))
         assert loop.idle()
     assert answered == [] and vad.frames == 0  # not even the VAD heard it
-    assert loop.turn_model.calls == 0  # type: ignore[attr-defined]
+    assert loop.listener.turn_model.calls == 0  # type: ignore[attr-defined]
 
 
 def test_push_to_talk_commits_on_release_in_the_middle_of_speech(rings: tuple[SharedRing, SharedRing]) -> None:
@@ -104,15 +96,15 @@ def test_push_to_talk_commits_on_release_in_the_middle_of_speech(rings: tuple[Sh
     # the turn is the frames read while the key was held: from the frame after the press to the release
     held = int(1.2 * RATE) // FRAME * FRAME
     assert len(turn.audio) == held
-    assert turn.start_index == int(1.0 * RATE) // FRAME * FRAME
-    assert turn.committed_t == pytest.approx((turn.start_index + held + FRAME) / RATE)
-    assert loop.turn_model.calls == 0  # type: ignore[attr-defined]  # Smart Turn is not asked: the key decides
+    assert turn.audio.start == int(1.0 * RATE) // FRAME * FRAME
+    assert turn.committed_t == pytest.approx((turn.audio.start + held + FRAME) / RATE)
+    assert loop.listener.turn_model.calls == 0  # type: ignore[attr-defined]  # Smart Turn is not asked: the key decides
 
 
 def test_a_long_pause_while_the_key_is_held_does_not_end_the_turn(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, activation, answered, done = gated(mic, spk, ActivationMode.PUSH_TO_TALK)
-    assert loop.endpointer.config.incomplete_max_silence_ms < 2500
+    assert loop.listener.endpointer.config.incomplete_max_silence_ms < 2500
     with running(loop):
         activation.press()
         feed(loop, np.concatenate([speech(0.6), silence(2.5), speech(0.6)]))
@@ -142,7 +134,7 @@ def test_a_turn_held_past_max_turn_s_keeps_its_start_and_ends_on_release(rings: 
     ((_, turn),) = answered
     assert turn.reason is TurnEndReason.RELEASED
     assert len(turn.audio) == 63 * FRAME  # the frames up to 2 s, then nothing more
-    assert turn.start_index == 15 * FRAME  # the press's frame, whatever was left out after the cap
+    assert turn.audio.start == 15 * FRAME  # the press's frame, whatever was left out after the cap
 
 
 def test_a_release_without_speech_gives_no_turn_and_the_next_press_works(rings: tuple[SharedRing, SharedRing]) -> None:
@@ -199,7 +191,7 @@ def test_trigger_mode_ignores_speech_before_the_trigger_and_answers_one_turn(
         assert not loop.listener.in_turn
     ((_, turn),) = answered
     assert turn.reason is TurnEndReason.COMPLETE
-    assert turn.start_index >= int(1.6 * RATE)  # nothing from before the trigger
+    assert turn.audio.start >= int(1.6 * RATE)  # nothing from before the trigger
 
 
 def test_a_trigger_nobody_answers_closes_after_its_timeout(rings: tuple[SharedRing, SharedRing]) -> None:
@@ -255,7 +247,7 @@ def test_wake_word_mode_listens_for_one_turn_after_the_wake_word(rings: tuple[Sh
         feed(loop, np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))  # no wake word: not listened to
         assert detector.frames > heard  # the detector listens again once the turn is over
     assert len(answered) == 1 and detector.resets == 1
-    assert answered[0][1].start_index > int(1.6 * RATE)
+    assert answered[0][1].audio.start > int(1.6 * RATE)
 
 
 def test_the_live_assistant_owns_the_gate_its_config_names() -> None:
@@ -305,4 +297,4 @@ def test_edgevoice_trigger_opens_a_turn_of_the_running_loop(
             assert done.wait(10)
     finally:
         assert sock.close(2)
-    assert len(answered) == 1 and answered[0][1].start_index >= int(1.6 * RATE) // FRAME * FRAME
+    assert len(answered) == 1 and answered[0][1].audio.start >= int(1.6 * RATE) // FRAME * FRAME

@@ -19,8 +19,8 @@ from edgevoice.events import Transcript
 from edgevoice.kiosk.prompt import prefix_messages
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
 from edgevoice.listen.turn import Turn
-from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial
-from edgevoice.live.loop import VoiceLoop
+from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial, ReplyFinished
+from edgevoice.live.loop import LoopOptions, VoiceLoop
 from edgevoice.reply.responder import Responder
 from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
@@ -94,6 +94,7 @@ def make_loop(  # type: ignore[no-untyped-def]
     endpoint: EndpointingConfig | None = None,
     text_turn=None,
     turns: list[Turn] | None = None,
+    answered: list[tuple[ReplyTrace, Turn]] | None = None,
     speculative_reply: bool = False,
     prefill_while_speaking: bool = False,
     llm: FakeLlm | None = None,
@@ -112,10 +113,14 @@ def make_loop(  # type: ignore[no-untyped-def]
     traces: list[ReplyTrace] = []
     done = threading.Event()
 
-    def on_trace(trace: ReplyTrace, turn: Turn) -> None:
-        traces.append(trace)
+    def on_finished(event: LoopEvent) -> None:
+        if not isinstance(event, ReplyFinished):
+            return
         if turns is not None:
-            turns.append(turn)
+            turns.append(event.turn)
+        if answered is not None:
+            answered.append((event.trace, event.turn))
+        traces.append(event.trace)
         done.set()
 
     loop = VoiceLoop(
@@ -125,12 +130,14 @@ def make_loop(  # type: ignore[no-untyped-def]
         turn_model=CompleteTurn(),
         responder=responder,
         endpoint=endpoint or EndpointingConfig(),
-        on_trace=on_trace,
-        barge_in_level_db=barge_in_level_db,
+        options=LoopOptions(
+            barge_in_level_db=barge_in_level_db,
+            speculative_reply=speculative_reply,
+            prefill_while_speaking=prefill_while_speaking,
+        ),
         text_turn=text_turn,
-        speculative_reply=speculative_reply,
-        prefill_while_speaking=prefill_while_speaking,
     )
+    loop.bus.subscribe(on_finished, name="test-traces")
     return loop, responder, traces, done
 
 
@@ -281,7 +288,7 @@ def test_speech_right_after_a_commit_goes_on_with_that_turn_and_the_whole_is_ans
         # the second turn holds both parts and the whole is answered; the half left the conversation
         assert turns[1].continues == turns[0].turn_id
         assert second.transcript == "Where is the cafe on the first floor?"
-        assert turns[1].audio.size / RATE > 2.0
+        assert len(turns[1].audio) / RATE > 2.0
         assert llm.prompts[-1][-1].content == second.transcript
         assert [m.content for m in responder.history] == [second.transcript, second.reply]
         # only the new part was decoded again: the first part's words were carried
@@ -401,7 +408,7 @@ def test_an_unsure_pause_keeps_the_reply_begun_for_it_until_its_shorter_silence_
     assert turn.reason == "silence_timeout"
     silence_s = turn.committed_t - turn.speech_end_t
     assert endpoint.unsure_silence_ms / 1000 - 0.05 <= silence_s < endpoint.incomplete_max_silence_ms / 1000 - 0.2
-    assert turn.audio.size / RATE > (2.4 if goes_on else 1.2)  # the turn holds what was said after the pause too
+    assert len(turn.audio) / RATE > (2.4 if goes_on else 1.2)  # the turn holds what was said after the pause too
     counts = loop.speculative_replies
     if goes_on:  # the reply begun at the first pause was dropped (the one for the second may have begun too)
         assert counts["dropped"] >= 1 and counts["started"] == counts["adopted"] + counts["dropped"]
@@ -479,23 +486,20 @@ def test_a_partial_transcript_is_prefilled_while_the_visitor_speaks(
 def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, traces, _ = make_loop(mic, spk, "Never.")
-    vad = loop.vad = CountingVad(int(1.9 * RATE / 512))
+    vad = loop.listener.vad = CountingVad(int(1.9 * RATE / 512))
     loop.start()
     mic.write(silence(2.0))
     assert vad.heard.wait(5)
     t = time.monotonic()
     loop.close()
     assert time.monotonic() - t < 2.0
-    assert traces == [] and loop.turn_model.calls == 0  # type: ignore[attr-defined]
+    assert traces == [] and loop.listener.turn_model.calls == 0  # type: ignore[attr-defined]
 
 
 def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
-    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
     turns: list[Turn] = []
-    report = loop.on_trace
-    assert report is not None
-    loop.on_trace = lambda trace, turn: (turns.append(turn), report(trace, turn))[-1]
+    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0), turns=turns)
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
         assert done.wait(10)
@@ -503,7 +507,7 @@ def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tup
     assert len(traces) == 1 and turn.reason is TurnEndReason.MAX_LENGTH
     # speech from frame 9 (0.288 s), confirmed in frame 12, is cut 2 s after its onset, in frame 71: the turn keeps
     # the preroll (the 10 frames up to the confirmation) and what came until the cut, not the speech that went on
-    assert (turn.start_index, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
+    assert (turn.audio.start, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
     # speech ends in frame 90; six silent frames (192 ms) later, at the end of frame 96, the turn is answered
     assert turn.committed_t == pytest.approx(97 * 512 / RATE)
 
@@ -524,7 +528,7 @@ class VadBrokenAt(EnergyVad):
 def test_a_listener_error_while_a_cut_turn_waits_still_answers_it(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
-    loop.vad = VadBrokenAt(80)  # the turn is cut in frame 71; the visitor goes on until frame 90
+    loop.listener.vad = VadBrokenAt(80)  # the turn is cut in frame 71; the visitor goes on until frame 90
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
         assert done.wait(10)
@@ -602,7 +606,7 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
             fallbacks.append(event)
             fell_back.set()
 
-    loop.on_event = on_event
+    loop.bus.subscribe(on_event, name="test-events")
     with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # the listener runs on: 1.5 s
         assert llm.hanging.wait(10)
@@ -670,7 +674,7 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
     recognizer = CountingRecognizer()
     responder.recognizer = recognizer
     loop.asr.recognizer = recognizer
-    loop.turn_model = IncompleteThenComplete()
+    loop.listener.turn_model = IncompleteThenComplete()
     partials: list[str] = []
     partial = threading.Event()
 
@@ -679,7 +683,7 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
             partials.append(event.text)
             partial.set()
 
-    loop.on_event = on_event
+    loop.bus.subscribe(on_event, name="test-events")
     with running(loop):
         # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
         # incomplete, 0.5 s more, then silence
@@ -715,7 +719,7 @@ class BrokenOnceVad(EnergyVad):
 def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple[SharedRing, SharedRing]) -> None:
     mic, spk = rings
     loop, _, traces, done = make_loop(mic, spk, "Yes.")
-    loop.vad = BrokenOnceVad()
+    loop.listener.vad = BrokenOnceVad()
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         assert done.wait(10)
@@ -831,7 +835,7 @@ def test_a_reply_begun_at_the_pause_is_adopted_when_the_turn_ends(rings: tuple[S
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
     llm = responder.llm = AskedLlm("The cafe is upstairs. It opens at ten.")
-    loop.speculative_reply = True
+    loop.speculation.enabled = True
     with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent
         assert llm.asked.wait(10)  # the reply begins
@@ -851,7 +855,7 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tup
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs.")
     llm = responder.llm = AskedLlm("The cafe is upstairs.")
-    loop.speculative_reply = True
+    loop.speculation.enabled = True
     with running(loop) as player:
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.1)]))  # a breath: shorter than silence_ms
         assert llm.asked.wait(10)  # the reply begins
@@ -870,11 +874,11 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tup
 
 def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
     from edgevoice.live.cli import event_record
-    from edgevoice.live.events import BargeIn, Speaking
+    from edgevoice.live.events import BargeIn, ReplyStarted
 
     assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
     assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
-    assert event_record(Speaking(3)) == {"event": "speaking", "turn": 3}
+    assert event_record(ReplyStarted(3)) == {"event": "speaking", "turn": 3}
     assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
     assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
 
@@ -885,7 +889,7 @@ def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(
     mic, spk = rings
     loop, responder, traces, _ = make_loop(mic, spk, "The cafe is upstairs.")
     llm = responder.llm = AskedLlm("The cafe is upstairs.")
-    loop.speculative_reply = True
+    loop.speculation.enabled = True
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent...
         assert llm.asked.wait(10)  # ... the reply begins, and the loop is stopped before the turn ends

@@ -40,8 +40,8 @@ def wait_for(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untype
 
 
 def test_only_the_latest_partial_waits_while_one_is_prefilled() -> None:
-    prefill, stop = Prefill(hold=True), threading.Event()
-    ahead = PrefillAhead(prefill, silent=lambda: False, stop=stop)
+    prefill = Prefill(hold=True)
+    ahead = PrefillAhead(prefill, silent=lambda: False)
     thread = run(ahead)
     ahead.offer("where is")
     assert prefill.started.wait(5)
@@ -49,14 +49,14 @@ def test_only_the_latest_partial_waits_while_one_is_prefilled() -> None:
     ahead.offer("where is the cafe")  # replaces the one still waiting
     prefill.release.set()
     assert wait_for(lambda: ahead.prefilled == 2)
-    stop.set()
+    ahead.close()
     thread.join(5)
     assert prefill.texts == ["where is", "where is the cafe"] and not thread.is_alive()
 
 
 def test_nothing_is_begun_once_the_visitor_is_silent() -> None:
-    prefill, stop, silent = Prefill(), threading.Event(), threading.Event()
-    ahead = PrefillAhead(prefill, silent=silent.is_set, stop=stop)
+    prefill, silent = Prefill(), threading.Event()
+    ahead = PrefillAhead(prefill, silent=silent.is_set)
     thread = run(ahead)
     silent.set()
     ahead.offer("where is the cafe")
@@ -65,18 +65,17 @@ def test_nothing_is_begun_once_the_visitor_is_silent() -> None:
     silent.clear()  # the visitor speaks again: the next partial is prefilled
     ahead.offer("where is the cafe open")
     assert wait_for(lambda: ahead.prefilled == 1)
-    stop.set()
+    ahead.close()
     thread.join(5)
     assert prefill.texts == ["where is the cafe open"]
 
 
 def test_a_prefill_the_model_skips_is_not_counted() -> None:
-    stop = threading.Event()
     texts: list[str] = []
-    ahead = PrefillAhead(lambda text: texts.append(text) or False, silent=lambda: False, stop=stop)
+    ahead = PrefillAhead(lambda text: texts.append(text) or False, silent=lambda: False)
     thread = run(ahead)
     ahead.offer("hello")
     assert wait_for(lambda: texts == ["hello"])
-    stop.set()
+    ahead.close()
     thread.join(5)
     assert ahead.prefilled == 0 and not thread.is_alive()

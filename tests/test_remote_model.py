@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from edgevoice.app import hedged_model
+from edgevoice.audio.chunk import AudioChunk
 from edgevoice.clock import ManualClock
 from edgevoice.config.load import config_from_dict
 from edgevoice.config_check import check_config, effective_config
@@ -368,7 +369,7 @@ def answer_turn(question: str, llm_reply: str, base_url: str) -> dict[str, objec
         trace = responder.respond(np.zeros(16000, np.float32), ReplyTrace(1, committed=0.0), threading.Event(), emit)
     finally:
         hedged.close()
-    turn = Turn(1, np.zeros(16000, np.float32), 1.0, 1.2, 0.0, TurnEndReason.COMPLETE)
+    turn = Turn(1, AudioChunk(np.zeros(16000, np.float32)), 1.0, 1.2, 0.0, TurnEndReason.COMPLETE)
     return turn_record(trace, turn, TurnTimeline(1), synth.sample_rate)
 
 

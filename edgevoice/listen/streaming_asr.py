@@ -209,57 +209,76 @@ class StreamingTranscriber:
             job = self._jobs.get()
             if job is None:
                 return
-            if self._closing:  # shutting down: drop the job, but release a responder waiting for its segment
-                if job.kind in ("segment", "adopt"):
-                    self._store_segment(job, "")
-                continue
-            if job.kind == "partial" and (job.turn is not self._turn or job.turn.speculating):
-                continue  # the visitor fell silent or the turn ended: a glimpse is moot, the CPU is not
-            if job.kind == "adopt":
-                # the speculative decode of this very audio was queued before this job: it is done by now
-                speculation = job.turn.spec_results.get(job.seq)
-                if speculation is not None and speculation.filtered != "error":
-                    self._store_segment(job, speculation.text, speculation.confidence)
-                    continue
-            decode = self.recognizer.transcribe
-            prompt = self.prompt
-            if job.kind == "partial":  # a glimpse for display: no prompt (a prompted decode costs 2.4 times as much)
-                decode = getattr(self.recognizer, "transcribe_partial", decode)
-                prompt = ""
+            self._do(job)
+
+    def run_queued(self) -> int:
+        """Do the jobs queued so far on the caller's thread, for a loop driven step by step without the worker (a
+        test, a simulation); returns how many there were. Never call it once :meth:`start` has run."""
+        done = 0
+        while True:
             try:
-                with self._lock:
-                    t = time.perf_counter()
-                    result = decode(job.audio, prompt=prompt)
-                log.debug(
-                    "%s decode: %.0f ms, %.1f s of audio",
-                    job.kind,
-                    1000 * (time.perf_counter() - t),
-                    len(job.audio) / SAMPLE_RATE,
-                )
-            except EdgeVoiceError as exc:
-                log.error("streaming recognition failed: %s", exc)
-                result = Transcript(text="", filtered="error")
-            text = result.text
-            if job.kind == "speculative":
-                with job.turn.done:
-                    job.turn.spec_results[job.index] = result
-                    latest = job.index == job.turn.spec_seq  # the one finish() may take
-                    if latest:
-                        job.turn.speculation, job.turn.speculating = result, False
-                    stable = job.turn.pending == 0
-                    joined = " ".join(p.strip() for p in [*job.turn.segments, text] if p.strip())
-                    confidence = _least(job.turn, result)
-                    job.turn.done.notify_all()
-                if latest:  # an empty one too: the listener waits for it before it ends the turn
-                    self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable, confidence))
-                continue
-            if job.kind == "partial":
-                self.partials += 1
-                if text:
-                    self.on_partial(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
-                continue
-            self.segments_decoded += 1
-            self._store_segment(job, text, result.confidence)
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return done
+            if job is not None:
+                self._do(job)
+                done += 1
+
+    def _do(self, job: _Job) -> None:
+        if self._closing:  # shutting down: drop the job, but release a responder waiting for its segment
+            if job.kind in ("segment", "adopt"):
+                self._store_segment(job, "")
+            return
+        if job.kind == "partial" and (job.turn is not self._turn or job.turn.speculating):
+            return  # the visitor fell silent or the turn ended: a glimpse is moot, the CPU is not
+        if job.kind == "adopt":
+            # the speculative decode of this very audio was queued before this job: it is done by now
+            speculation = job.turn.spec_results.get(job.seq)
+            if speculation is not None and speculation.filtered != "error":
+                self._store_segment(job, speculation.text, speculation.confidence)
+                return
+        self._decode(job)
+
+    def _decode(self, job: _Job) -> None:
+        decode = self.recognizer.transcribe
+        prompt = self.prompt
+        if job.kind == "partial":  # a glimpse for display: no prompt (a prompted decode costs 2.4 times as much)
+            decode = getattr(self.recognizer, "transcribe_partial", decode)
+            prompt = ""
+        try:
+            with self._lock:
+                t = time.perf_counter()
+                result = decode(job.audio, prompt=prompt)
+            log.debug(
+                "%s decode: %.0f ms, %.1f s of audio",
+                job.kind,
+                1000 * (time.perf_counter() - t),
+                len(job.audio) / SAMPLE_RATE,
+            )
+        except EdgeVoiceError as exc:
+            log.error("streaming recognition failed: %s", exc)
+            result = Transcript(text="", filtered="error")
+        text = result.text
+        if job.kind == "speculative":
+            with job.turn.done:
+                job.turn.spec_results[job.index] = result
+                latest = job.index == job.turn.spec_seq  # the one finish() may take
+                if latest:
+                    job.turn.speculation, job.turn.speculating = result, False
+                stable = job.turn.pending == 0
+                joined = " ".join(p.strip() for p in [*job.turn.segments, text] if p.strip())
+                confidence = _least(job.turn, result)
+                job.turn.done.notify_all()
+            if latest:  # an empty one too: the listener waits for it before it ends the turn
+                self.on_speculation(Speculation(job.turn.turn_id, job.index, joined, stable, confidence))
+            return
+        if job.kind == "partial":
+            self.partials += 1
+            if text:
+                self.on_partial(job.turn.turn_id, " ".join([*job.turn.segments, text]).strip())
+            return
+        self.segments_decoded += 1
+        self._store_segment(job, text, result.confidence)
 
     @staticmethod
     def _store_segment(job: _Job, text: str, confidence: float | None = None) -> None:

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgevoice.interfaces import FloatAudio
+from edgevoice.audio.chunk import AudioChunk
 from edgevoice.listen.endpointing import TurnEndReason
 
 
 @dataclass(frozen=True)
 class Turn:
     turn_id: int
-    audio: FloatAudio
+    audio: AudioChunk
+    """The turn's audio; ``audio.start`` is its microphone-ring index, and it ends at ``audio.end``, the last sample
+    the endpointer had heard when it committed."""
     speech_end_t: float
     """Stream time (s) at which the visitor's speech ended, per the VAD frames."""
     committed_t: float
     """Stream time (s) at which the endpointer committed the turn."""
     committed_wall: float
     reason: TurnEndReason
-    tail: FloatAudio | None = None
+    tail: AudioChunk | None = None
     """The audio after the turn's last internal pause: all that is left to decode once the turn is committed."""
     speculation_valid: bool = False
     """The tail was already decoded when the visitor fell silent, and nothing was said since."""
-    start_index: int = 0
-    """Microphone-ring index of ``audio[0]``; the turn's audio ends at ring index ``start_index + len(audio)``,
-    the last sample the endpointer had heard when it committed."""
     continues: int | None = None
     """The committed turn this one goes on with (the visitor resumed within ``rejoin_ms``): this turn's audio and
     transcript hold both, and that turn was withdrawn."""

@@ -4,7 +4,6 @@ begun for it when the visitor fell silent) into the playback ring, and the barge
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable
 
@@ -17,7 +16,18 @@ from edgevoice.events import ChatMessage
 from edgevoice.interfaces import FloatAudio
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
-from edgevoice.live.events import BargeIn, LoopEvent, Speaking
+from edgevoice.live.events import (
+    BargeIn,
+    LoopEvent,
+    ReplyBegun,
+    ReplyFinished,
+    ReplyStarted,
+    Shutdown,
+    StageFailed,
+    TurnCommitted,
+    Withdrawn,
+)
+from edgevoice.live.mailbox import Mailbox
 from edgevoice.memory import release_freed_memory
 from edgevoice.priority import lower_this_thread
 from edgevoice.reply.output import FallbackReason, ReplyOutput
@@ -27,10 +37,16 @@ from edgevoice.reply.trace import ReplyTrace
 
 log = logging.getLogger(__name__)
 
+AnswererEvent = TurnCommitted | ReplyBegun | BargeIn | Withdrawn | Shutdown
+"""What the answerer is told."""
+
 
 class Answerer:
-    """Answers committed turns one at a time on its own thread (:meth:`run`); :meth:`submit` queues a turn or a
-    speculative reply, :meth:`barge_in` cuts the reply that plays."""
+    """Answers committed turns one at a time on its own thread (:meth:`run`). It is told what happened with
+    :meth:`tell`: a committed turn or a reply begun early waits in its inbox; a barge-in, a withdrawn turn and the
+    shutdown take effect at once, on the caller's thread (a reply in progress must stop now), and overtake what
+    waits. What it does it publishes: :class:`ReplyStarted`, :class:`BargeIn`, fallbacks, :class:`StageFailed`,
+    and :class:`ReplyFinished` with each turn's trace."""
 
     def __init__(
         self,
@@ -41,10 +57,7 @@ class Answerer:
         playback: PlaybackControl,
         gate: NearEndGate | None,
         clock: Clock,
-        stop: threading.Event,
-        errors: list[EdgeVoiceError],
-        emit: Callable[[LoopEvent], None],
-        on_trace: Callable[[ReplyTrace, Turn], None] | None = None,
+        publish: Callable[[LoopEvent], None],
         fallback_audio: FloatAudio | None = None,
         fallback_text: str = "",
         budget_s: float | None = None,
@@ -52,47 +65,82 @@ class Answerer:
     ) -> None:
         self.responder, self.asr = responder, asr
         self.speaker, self.playback, self.gate = speaker, playback, gate
-        self._stop, self.errors, self._emit, self.on_trace = stop, errors, emit, on_trace
+        self._publish = publish
         self._nice = nice
+        self._stop = threading.Event()
         self.cancel = threading.Event()
         """The current reply's work stops at its next token or clause (barge-in, fallback, shutdown)."""
         self._replying = threading.Event()
-        self._turns: queue.Queue[Turn | SpeculativeReply | None] = queue.Queue()
+        self._inbox: Mailbox[AnswererEvent] = Mailbox()
         self._current_turn = 0
         self.barge_ins = 0
         self._withdrawal = threading.Lock()
         self._withdrawn = 0
-        """The turn the visitor went on with after its commit (:meth:`withdraw`): its exchange is forgotten."""
+        """The turn the visitor went on with after its commit (:class:`Withdrawn`): its exchange is forgotten."""
         self._exchange: tuple[int, list[ChatMessage]] = (0, [])
         """(turn, its messages) of the last exchange added to the conversation (the history may be trimmed since)."""
-        self.transcripts: dict[int, str] = {}
+        self._transcripts: dict[int, str] = {}
         """The last few turns' transcripts, by turn id, as soon as they are known."""
         self.output = ReplyOutput(
             speaker,
             playback,
             self.cancel,
-            stop,
+            self._stop,
             clock,
             fallback_audio=fallback_audio,
             fallback_text=fallback_text,
             budget_s=budget_s,
-            on_fallback=emit,
+            on_fallback=publish,
         )
 
-    # -- the listener's side --------------------------------------------------------------------------------------
-    def submit(self, item: Turn | SpeculativeReply) -> None:
-        self._turns.put(item)
+    # -- what the listener tells it, and may ask ----------------------------------------------------------------------
+    def tell(self, event: AnswererEvent) -> None:
+        """(Any thread.) What happened: see the class's docstring."""
+        match event:
+            case TurnCommitted(turn, adopted):
+                self.output.committed(turn.turn_id, turn.committed_wall)  # its reply budget runs from here
+                if not adopted:  # else the reply begun for it (queued already) answers it
+                    self._inbox.put(event)
+            case ReplyBegun():
+                self._inbox.put(event)
+            case BargeIn():
+                self._barge_in()
+            case Withdrawn(turn_id):
+                self._withdraw(turn_id)
+            case Shutdown():
+                self._stop.set()
+                self.cancel.set()
+                self._inbox.put(event)
+
+    def tick(self) -> None:
+        """(The listener, every frame, even without microphone audio.) A reply that queued no audio within its budget
+        gets the fallback phrase, whatever this thread is stuck in."""
+        self.output.check_budget()
 
     @property
     def busy(self) -> bool:
-        """A turn or speculative reply queued or being answered (done after its trace)."""
-        return self._turns.unfinished_tasks > 0
+        """A turn or reply begun early is queued or being answered (done after its trace)."""
+        return self._inbox.unfinished > 0
 
     @property
     def replying(self) -> bool:
         return self._replying.is_set()
 
-    def barge_in(self) -> None:
+    @property
+    def reply_uncut(self) -> bool:
+        """A reply plays and the visitor has not spoken over it."""
+        return self._replying.is_set() and not self.cancel.is_set()
+
+    @property
+    def replying_to(self) -> int:
+        """The turn whose reply is being answered or played (the last one, between replies; 0: none yet)."""
+        return self._current_turn
+
+    def transcript(self, turn_id: int) -> str | None:
+        """Turn ``turn_id``'s transcript once it is known (the last few turns only)."""
+        return self._transcripts.get(turn_id)
+
+    def _barge_in(self) -> None:
         """The visitor speaks over the reply: silence the output now and cancel the reply's work (once)."""
         if self.cancel.is_set():
             return
@@ -100,39 +148,40 @@ class Answerer:
         self.cancel.set()
         self.playback.request_flush()
         self._arm_gate(False)  # after the flush request: the gate lifts a pause only once the flush is done
-        self._emit(BargeIn(self._current_turn))
+        self._publish(BargeIn(self._current_turn))
         log.info("barge-in: output flushed, reply cancelled")
 
-    def withdraw(self, turn_id: int) -> None:
-        """The visitor went on speaking right after turn ``turn_id`` was committed, and the turn that goes on will
-        answer the whole: its reply stops if it plays (or never starts), and its exchange leaves the conversation."""
+    def _withdraw(self, turn_id: int) -> None:
         with self._withdrawal:
             self._withdrawn = turn_id
             if self._exchange[0] == turn_id:  # answered already (and cut by the barge-in, most often)
                 self.responder.forget(self._exchange[1])
                 self._exchange = (0, [])
             elif self._current_turn == turn_id:
-                self.barge_in()
-
-    def shut_down(self) -> None:
-        """Cancel the reply in progress and end :meth:`run` after it."""
-        self.cancel.set()
-        self._turns.put(None)
+                self._barge_in()
 
     # -- the responder thread -------------------------------------------------------------------------------------
     def run(self) -> None:
         lower_this_thread(self._nice)
-        while not self._stop.is_set():
-            item = self._turns.get()
-            if item is None:
-                return
-            try:
-                if isinstance(item, SpeculativeReply):
-                    self._speculate(item)
-                else:
-                    self._answer(item)
-            finally:
-                self._turns.task_done()
+        while self.step():
+            pass
+
+    def step(self, timeout: float | None = None) -> bool:
+        """Handle the next event of the inbox (waiting up to ``timeout`` for one); False once shut down."""
+        event = self._inbox.get(timeout)
+        if event is None:
+            return not self._stop.is_set()
+        try:
+            match event:
+                case Shutdown():
+                    return False
+                case ReplyBegun(reply):
+                    self._speculate(reply)
+                case TurnCommitted(turn):
+                    self._answer(turn)
+        finally:
+            self._inbox.task_done()
+        return not self._stop.is_set()
 
     def _speculate(self, spec: SpeculativeReply) -> None:
         """Begin the reply for a speculation, its audio held; answer the turn with it if the listener adopts it."""
@@ -173,13 +222,13 @@ class Answerer:
         underruns = self.speaker.stats().underrun_events
         try:
             transcript = self.asr.finish(
-                turn.tail if turn.tail is not None else turn.audio,
+                (turn.tail if turn.tail is not None else turn.audio).samples,
                 turn_id=turn.turn_id,
                 speculation_valid=turn.speculation_valid,
             )
-            self.transcripts[turn.turn_id] = transcript.text
-            for old in sorted(self.transcripts)[:-4]:
-                del self.transcripts[old]
+            self._transcripts[turn.turn_id] = transcript.text
+            for old in sorted(self._transcripts)[:-4]:
+                del self._transcripts[old]
             trace.speculative_transcript = self.asr.last_used_speculation
             if reply.fallback is not None:  # the budget ran out before this thread was free: the phrase plays
                 self.cancel.set()
@@ -195,13 +244,13 @@ class Answerer:
             self.output.wait_played()
         except EdgeVoiceError as exc:
             log.error("turn %d failed in %s: %s", turn.turn_id, exc.stage or "?", exc)
-            self.errors.append(exc)
+            self._publish(StageFailed(exc))
             trace.error = exc.code
             self.output.fallback(reply, FallbackReason.ERROR)
         except Exception as exc:  # an engine bug must cost one turn, not the service
             error = StageError("reply", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
             log.exception("turn %d failed: %s", turn.turn_id, error)
-            self.errors.append(error)
+            self._publish(StageFailed(error))
             trace.error = error.code
             self.output.fallback(reply, FallbackReason.ERROR)
         finally:
@@ -216,8 +265,8 @@ class Answerer:
             if reply.fallback is None:  # a failed turn leaves no trace in the conversation
                 with self._withdrawal:
                     if self._withdrawn != turn.turn_id:  # nor one the visitor went on with
-                        added = self.responder.commit(trace, self.playback.played - start if trace.cancelled else None)
-                        self._exchange = (turn.turn_id, added)
+                        played = self.playback.played - start if trace.cancelled else None
+                        self._exchange = (turn.turn_id, self.responder.commit(trace, played))
             else:
                 trace.reply = self.output.fallback_text  # what the visitor heard
                 self.output.wait_played(fallback=True)
@@ -226,13 +275,9 @@ class Answerer:
             self.output.end()
         if not self._stop.is_set():
             self.responder.prefill_history()
-            if self._turns.qsize() == 0:  # nobody waits: the turn's cycles are collected, its freed pages go back
+            if self._inbox.queued() == 0:  # nobody waits: the turn's cycles are collected, its freed pages go back
                 trace.memory_trim_s = release_freed_memory()
-        try:
-            if self.on_trace is not None:
-                self.on_trace(trace, turn)
-        except Exception as exc:  # a failing report (a full disk under the metrics file) costs no turn
-            log.exception("turn %d: reporting failed: %s", turn.turn_id, exc)
+        self._publish(ReplyFinished(trace, turn))
 
     def _queued_s(self) -> float:
         return self.speaker.available() / self.responder.synthesizer.sample_rate
@@ -247,5 +292,5 @@ class Answerer:
         n = self.output.emit(audio)
         self.playback.expect_audio = not self.cancel.is_set()
         if first and n:
-            self._emit(Speaking(self._current_turn))
+            self._publish(ReplyStarted(self._current_turn))
         return n

@@ -28,8 +28,7 @@ from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
 from edgevoice.live.activation import Activation
 from edgevoice.live.activation_inputs import InputThread, activation_inputs
-from edgevoice.live.events import LoopEvent
-from edgevoice.live.loop import Turn, VoiceLoop
+from edgevoice.live.loop import LoopOptions, Turn, VoiceLoop
 from edgevoice.reply.responder import Responder
 from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.reply.trace import ReplyTrace
@@ -92,10 +91,9 @@ class LiveAssistant:
         engines: Engines,
         turn_model: EndOfTurn,
         responder: Responder,
-        *,
-        on_trace: Callable[[ReplyTrace, Turn, TurnTimeline], None] | None = None,
-        on_event: Callable[[LoopEvent], None] | None = None,
     ) -> None:
+        """What the loop does is published on ``self.loop.bus`` (:mod:`edgevoice.live.events`); a finished turn's
+        marks on the devices' clocks are :meth:`timeline`."""
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate
         self.mic = SharedRing.create(SAMPLE_RATE * 20)
@@ -119,19 +117,12 @@ class LiveAssistant:
             turn_model=turn_model,
             responder=responder,
             endpoint=config.endpointing,
-            vad_threshold=config.vad.threshold,
-            on_trace=None
-            if on_trace is None
-            else lambda trace, turn: on_trace(trace, turn, self.timeline(trace, turn)),
-            on_event=on_event,
+            options=LoopOptions.from_config(
+                config,
+                echo_cancelled=echo is not None,
+                fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
+            ),
             reference=self.reference,
-            barge_in_level_db=config.audio.barge_in_level_db if echo is not None else None,
-            compute_nice=config.audio.compute_nice,
-            fallback_audio=speak_once(engines, config.kiosk.fallback_phrase),
-            fallback_text=config.kiosk.fallback_phrase,
-            reply_budget_s=config.kiosk.reply_budget_s,
-            speculative_reply=config.endpointing.speculative_reply,
-            prefill_while_speaking=config.endpointing.prefill_while_speaking,
             activation=self.activation,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
@@ -245,8 +236,9 @@ class LiveAssistant:
 
     def timeline(self, trace: ReplyTrace, turn: Turn) -> TurnTimeline:
         """The turn's marks on the perf_counter scale (see :mod:`edgevoice.trace`), from the loop's trace and the
-        devices' sample clocks. Call once the reply has been played (the loop's ``on_trace`` does)."""
-        end = speech_end_index(turn.audio, SAMPLE_RATE)
+        devices' sample clocks. Call once the reply has been played (on its
+        :class:`~edgevoice.live.events.ReplyFinished`)."""
+        end = speech_end_index(turn.audio.samples, SAMPLE_RATE)
         handed = played = None
         output = self.output
         if trace.clauses and trace.stream_start is not None and output is not None:
@@ -255,8 +247,8 @@ class LiveAssistant:
                 handed, played = output.pulled_time_of_real(real), output.dac_time_of_real(real)
         return TurnTimeline(
             turn.turn_id,
-            speech_end=None if end is None else self.capture.adc_time_of(turn.start_index + end),
-            endpoint_audio=self.capture.adc_time_of(turn.start_index + len(turn.audio)),
+            speech_end=None if end is None else self.capture.adc_time_of(turn.audio.start + end),
+            endpoint_audio=self.capture.adc_time_of(turn.audio.end),
             endpoint=turn.committed_wall,
             transcript=trace.transcript_done,
             first_token=trace.first_token,

@@ -9,7 +9,7 @@ import threading
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.converse import trace_stages
 from edgevoice.events import answered_record
-from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, Speaking
+from edgevoice.live.events import BargeIn, Fallback, LoopEvent, Partial, ReplyStarted
 from edgevoice.live.loop import Turn
 from edgevoice.reply.audio_cache import CachedSynthesizer
 from edgevoice.reply.trace import ReplyTrace
@@ -73,17 +73,20 @@ def turn_record(
     } | ({"echo": echo} if echo is not None else {})
 
 
-def event_record(event: LoopEvent) -> dict[str, object]:
-    """The JSON line for one of the loop's events (a fallback's reason goes under ``text``)."""
+def event_record(event: LoopEvent) -> dict[str, object] | None:
+    """The JSON line for one of the loop's events (a fallback's reason goes under ``text``); None for those not
+    written (a turn's record is written when it is finished: :func:`turn_record`)."""
     match event:
         case Partial(turn_id, text):
             return {"event": "partial", "turn": turn_id} | ({"text": text} if text else {})
-        case Speaking(turn_id):
+        case ReplyStarted(turn_id):
             return {"event": "speaking", "turn": turn_id}
         case BargeIn(turn_id):
             return {"event": "barge_in", "turn": turn_id}
         case Fallback(turn_id, reason):
             return {"event": "fallback", "turn": turn_id, "text": reason.value}
+        case _:
+            return None
 
 
 def presynthesized(voice: object) -> dict[str, object]:

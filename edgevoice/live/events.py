@@ -1,11 +1,33 @@
-"""What the live loop reports while it runs, as typed events for ``VoiceLoop(on_event=...)``."""
+"""What happens in the live loop, as typed, frozen events.
+
+The parts of the loop tell each other what happened with these values (the listener tells the answerer of a
+committed turn, a barge-in, a withdrawn turn), and publish them on the loop's :class:`~edgevoice.live.bus.EventBus`
+for whoever follows the conversation (the JSON lines of ``edgevoice run --json``, the turn records, a screen, the
+review inbox). *Control* events (:data:`CONTROL`) overtake data wherever events wait in a queue: a barge-in or the
+shutdown is never stuck behind a turn waiting for its reply.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from edgevoice.reply.output import Fallback as Fallback  # raised by the reply's output, reported with the others
+from edgevoice.errors import EdgeVoiceError
+from edgevoice.listen.turn import Turn
+from edgevoice.reply.output import Fallback as Fallback  # raised by the reply's output, published with the others
 from edgevoice.reply.output import FallbackReason as FallbackReason
+
+if TYPE_CHECKING:
+    from edgevoice.reply.speculation import SpeculativeReply
+    from edgevoice.reply.trace import ReplyTrace
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStarted:
+    """The visitor began turn ``turn_id``: speech at ``t`` (stream seconds; a push-to-talk press: the press)."""
+
+    turn_id: int
+    t: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,17 +39,94 @@ class Partial:
 
 
 @dataclass(frozen=True, slots=True)
-class Speaking:
-    """The first audio of the reply to turn ``turn_id`` was queued."""
+class TurnCommitted:
+    """The listener ended ``turn``: its reply budget runs from now. ``adopted``: the reply begun when the visitor fell
+    silent answers it (it is not queued again)."""
+
+    turn: Turn
+    adopted: bool = False
+
+    @property
+    def turn_id(self) -> int:
+        return self.turn.turn_id
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyBegun:
+    """A reply begun for turn ``reply.turn_id`` when the visitor fell silent, its audio held until the turn is
+    committed (:mod:`edgevoice.reply.speculation`)."""
+
+    reply: SpeculativeReply
+
+    @property
+    def turn_id(self) -> int:
+        return self.reply.turn_id
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """The visitor went on speaking right after turn ``turn_id`` was committed; the turn that goes on answers the
+    whole, so this one's reply stops (or never starts) and its exchange leaves the conversation."""
+
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStarted:
+    """The first audio of the reply to turn ``turn_id`` was queued for playback."""
 
     turn_id: int
 
 
 @dataclass(frozen=True, slots=True)
 class BargeIn:
-    """The visitor spoke over the reply to turn ``turn_id``: it was silenced and cancelled."""
+    """The visitor spoke over the reply to turn ``turn_id`` (or pressed the key, or triggered): the reply is silenced
+    and cancelled."""
 
     turn_id: int
 
 
-LoopEvent = Partial | Speaking | BargeIn | Fallback
+@dataclass(frozen=True, slots=True)
+class ReplyFinished:
+    """Turn ``turn`` is done: answered, cut by a barge-in, or given the fallback phrase; ``trace`` says how."""
+
+    trace: ReplyTrace
+    turn: Turn
+
+    @property
+    def turn_id(self) -> int:
+        return self.turn.turn_id
+
+
+@dataclass(frozen=True, slots=True)
+class StageFailed:
+    """A stage failed (a model raised, an engine bug): it cost a frame, a verdict or a turn, never the loop."""
+
+    error: EdgeVoiceError
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """The loop stops: work in progress is cut short and the parts' threads end."""
+
+
+LoopEvent = (
+    SpeechStarted
+    | Partial
+    | TurnCommitted
+    | ReplyBegun
+    | Withdrawn
+    | ReplyStarted
+    | BargeIn
+    | Fallback
+    | ReplyFinished
+    | StageFailed
+    | Shutdown
+)
+
+CONTROL: tuple[type, ...] = (BargeIn, Withdrawn, Shutdown)
+"""Events that overtake data in every queue (Pipecat's system frames)."""
+
+
+def is_control(event: object) -> bool:
+    return isinstance(event, CONTROL)

@@ -9,15 +9,18 @@ import itertools
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.capture import NearEndGate
+from edgevoice.audio.chunk import AudioChunk
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
-from edgevoice.interfaces import EndOfTurn, FloatAudio
+from edgevoice.interfaces import EndOfTurn, VoiceActivity
 from edgevoice.listen.endpointing import (
     CutTurnPause,
     Endpointer,
@@ -34,7 +37,8 @@ from edgevoice.listen.endpointing import (
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.activation import Activation, ActivationMode, Press, Release, Trigger
-from edgevoice.live.answering import Answerer
+from edgevoice.live.answering import AnswererEvent
+from edgevoice.live.events import BargeIn, LoopEvent, SpeechStarted, StageFailed, TurnCommitted, Withdrawn
 from edgevoice.live.rejoin import Rejoin
 from edgevoice.reply.speculation import SpeculativeReplies
 
@@ -58,35 +62,62 @@ BARGE_IN_FRAMES = 2
 """VAD frames of speech during a reply that confirm a barge-in (64 ms)."""
 
 
+class ReplyView(Protocol):
+    """What the listener may know of the reply side (:class:`~edgevoice.live.answering.Answerer`): read only."""
+
+    @property
+    def replying(self) -> bool:
+        """A reply is being answered or played."""
+
+    @property
+    def reply_uncut(self) -> bool:
+        """A reply plays and nobody spoke over it."""
+
+    @property
+    def replying_to(self) -> int:
+        """The turn whose reply is being answered or played (0: none yet)."""
+
+    def transcript(self, turn_id: int) -> str | None:
+        """Turn ``turn_id``'s transcript, once known."""
+
+    def tick(self) -> None:
+        """Called every frame (and every 0.1 s without microphone audio): the reply budget's clock."""
+
+
 class Listener:
-    """Reads the microphone ring on its own thread (:meth:`run`) and hands each committed turn to the answerer."""
+    """Reads the microphone ring on its own thread (:meth:`run`), or is fed frame by frame (:meth:`feed`), and tells
+    the answerer what happened (``tell``: a committed turn, a barge-in, a withdrawn turn); publishes what it hears
+    (``publish``: speech started, failures)."""
 
     def __init__(
         self,
         *,
         mic: SharedRing,
-        vad: object,
+        vad: VoiceActivity,
         turn_model: EndOfTurn,
         endpointer: Endpointer,
         asr: StreamingTranscriber,
         speculation: SpeculativeReplies,
-        answerer: Answerer,
+        reply: ReplyView,
+        tell: Callable[[AnswererEvent], None],
+        publish: Callable[[LoopEvent], None],
+        played: Callable[[], int],
         gate: NearEndGate | None,
         clock: Clock,
-        stop: threading.Event,
-        errors: list[EdgeVoiceError],
         activation: Activation | None = None,
     ) -> None:
         """``activation``: when to listen (:mod:`edgevoice.live.activation`); None listens always. When Smart Turn
         finds a pause complete, the words' verdict that ``speculation`` took on the transcript may still find it
-        incomplete (``endpointing.text_incomplete_below``)."""
+        incomplete (``endpointing.text_incomplete_below``). ``played``: the samples the output has played."""
         self.mic, self.vad, self.turn_model, self.endpointer = mic, vad, turn_model, endpointer
-        self.asr, self.speculation, self.answerer, self.gate = asr, speculation, answerer, gate
-        self.clock, self._stop, self.errors = clock, stop, errors
+        self.asr, self.speculation, self.reply, self.gate = asr, speculation, reply, gate
+        self._tell, self._publish, self._played = tell, publish, played
+        self.clock = clock
+        self._stop = threading.Event()
         self.samples_in = 0
         self._ids = itertools.count(1)
-        self._preroll: deque[FloatAudio] = deque(maxlen=int(PREROLL_S * SAMPLE_RATE / FRAME) + 1)
-        self._turn: list[FloatAudio] | None = None
+        self._preroll: deque[AudioChunk] = deque(maxlen=int(PREROLL_S * SAMPLE_RATE / FRAME) + 1)
+        self._turn: list[AudioChunk] | None = None
         self._turn_id = 0
         self._segment_start = 0
         self._last_partial = 0
@@ -94,7 +125,7 @@ class Listener:
         """A turn cut at ``max_turn_s``, waiting for the visitor to pause before it is answered."""
         self._early_verdict: float | None = None
         """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
-        self._silence_audio: list[FloatAudio] | None = None
+        self._silence_audio: list[AudioChunk] | None = None
         """The turn's frames up to the moment the visitor fell silent (for the early verdict)."""
         self._loud = 0
         self.activation = activation or Activation()
@@ -116,38 +147,50 @@ class Listener:
         return self._turn is not None or self._held is not None
 
     def run(self) -> None:
-        self.vad.reset()  # type: ignore[attr-defined]
+        """Until :meth:`close`: every frame of the microphone ring, fed as it comes."""
+        self.vad.reset()
         while not self._stop.is_set():
             if not self.mic.wait_for(FRAME, timeout=0.1, stop=self._stop, rate=SAMPLE_RATE, burst=MIC_BURST):
-                self.answerer.output.check_budget()  # no microphone audio (a dead device): the budget still holds
+                self.reply.tick()  # no microphone audio (a dead device): the budget still holds
                 continue
             while self.mic.available() >= FRAME and not self._stop.is_set():
-                frame = self.mic.read(FRAME)
-                self.samples_in += FRAME
-                try:
-                    self._on_frame(frame)
-                except EdgeVoiceError as exc:
-                    # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
-                    log.error("listener: %s", exc)
-                    self.errors.append(exc)
-                except Exception as exc:  # a bug must not leave the kiosk deaf: drop the turn in progress
-                    error = StageError("listen", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
-                    log.exception("listener: %s", error)
-                    self.errors.append(error)
-                    self._turn = None
-                    self.speculation.abort()
-                    if self._held is None:  # else the endpointer still waits for the pause that answers it
-                        self.endpointer.reset(t=self.samples_in / SAMPLE_RATE)
+                self.feed(AudioChunk(self.mic.read(FRAME), self.samples_in))
 
-    def _on_frame(self, frame: FloatAudio) -> None:
-        self.answerer.output.check_budget()
+    def close(self) -> None:
+        """Stop :meth:`run` (at its next frame, or within 0.1 s without microphone audio)."""
+        self._stop.set()
+
+    def feed(self, chunk: AudioChunk) -> None:
+        """One microphone frame (:data:`FRAME` samples, following the last). A failure costs this frame, never the
+        listener."""
+        self.samples_in = chunk.end
+        try:
+            self._on_frame(chunk)
+        except EdgeVoiceError as exc:
+            # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
+            log.error("listener: %s", exc)
+            self._publish(StageFailed(exc))
+        except Exception as exc:  # a bug must not leave the kiosk deaf: drop the turn in progress
+            error = StageError("listen", f"unexpected {type(exc).__name__}: {exc}", code="stage_unexpected")
+            log.exception("listener: %s", error)
+            self._publish(StageFailed(error))
+            self._turn = None
+            self.speculation.abort()
+            if self._held is None:  # else the endpointer still waits for the pause that answers it
+                self.endpointer.reset(t=self.samples_in / SAMPLE_RATE)
+
+    def _barge_in(self) -> None:
+        self._tell(BargeIn(self.reply.replying_to))
+
+    def _on_frame(self, frame: AudioChunk) -> None:
+        self.reply.tick()
         mode = self.activation.mode
         if mode is ActivationMode.PUSH_TO_TALK:
             self._push_to_talk(frame)
             return
         if self.activation.triggered_mode and not self._triggered(frame):
             return
-        probability = self.vad.probability(frame)  # type: ignore[attr-defined]
+        probability = self.vad.probability(frame.samples)
         if self._held is not None:
             # speech meanwhile is neither kept (the turn's audio is bounded) nor a new turn nor a barge-in
             for event in self.endpointer.feed(FRAME / SAMPLE_RATE, probability):
@@ -158,14 +201,14 @@ class Listener:
         if self._turn is not None:
             self._turn.append(frame)
         else:
-            self._rejoin.hear(frame, self.samples_in / SAMPLE_RATE, self.answerer.playback.played)
+            self._rejoin.hear(frame, self.samples_in / SAMPLE_RATE, self._played())
         events = self.endpointer.feed(FRAME / SAMPLE_RATE, probability)
         self._on_silence(events)
-        if self.answerer.replying:
+        if self.reply.replying:
             # barge-in must not wait for the turn's min_speech confirmation: two loud frames (64 ms) are enough
             self._loud = self._loud + 1 if self._speech_over_reply(frame, probability) else 0
             if self._loud >= BARGE_IN_FRAMES:
-                self.answerer.barge_in()
+                self._barge_in()
         else:
             self._loud = 0
         pending: list[EndpointEvent] = [e for e in events if not isinstance(e, (Silence, SilenceEnd))]
@@ -182,15 +225,15 @@ class Listener:
         if self._turn is not None and speaking and len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
             recent = self._turn[max(self._segment_start, len(self._turn) - PARTIAL_MAX_FRAMES) :]
-            self.asr.partial(np.concatenate(recent))
+            self.asr.partial(AudioChunk.join(recent).samples)
 
-    def _push_to_talk(self, frame: FloatAudio) -> None:
+    def _push_to_talk(self, frame: AudioChunk) -> None:
         """The turn is what the microphone hears while the key is held, committed on release; a press while the
         kiosk speaks interrupts it. Nothing is heard while the key is up (not even by the VAD)."""
         for event in self.activation.take():
             if isinstance(event, Press):
-                if self.answerer.replying:
-                    self.answerer.barge_in()
+                if self.reply.replying:
+                    self._barge_in()
                 if self._turn is None:
                     self._preroll.clear()  # the turn starts at the press: nothing from before it is kept
                     self._start_turn()
@@ -201,11 +244,11 @@ class Listener:
             return
         if len(self._turn) * FRAME < self.endpointer.config.max_turn_s * SAMPLE_RATE:  # beyond: kept until the release
             self._turn.append(frame)
-            if self.endpointer.is_speech(self.vad.probability(frame)):  # type: ignore[attr-defined]
+            if self.endpointer.is_speech(self.vad.probability(frame.samples)):
                 self._heard, self._speech_end = True, self.samples_in / SAMPLE_RATE
         if len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
             self._last_partial = len(self._turn)
-            self.asr.partial(np.concatenate(self._turn[max(0, len(self._turn) - PARTIAL_MAX_FRAMES) :]))
+            self.asr.partial(AudioChunk.join(self._turn[max(0, len(self._turn) - PARTIAL_MAX_FRAMES) :]).samples)
 
     def _release_turn(self) -> None:
         """The key went up: commit the turn now, whatever the visitor's pauses; a turn without speech is dropped."""
@@ -222,19 +265,19 @@ class Listener:
             TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / SAMPLE_RATE), unheard=unheard
         )
 
-    def _triggered(self, frame: FloatAudio) -> bool:
+    def _triggered(self, frame: AudioChunk) -> bool:
         """Trigger and wake-word mode: whether this frame is listened to. A trigger (the wake word in the frames not
         listened to) opens listening and interrupts a reply; the turn that follows closes it once ended, as does
         ``trigger_timeout_s`` without speech."""
-        woke = self._armed_at is None and not self.in_turn and self.activation.hear(frame)
+        woke = self._armed_at is None and not self.in_turn and self.activation.hear(frame.samples)
         if any(isinstance(e, Trigger) for e in self.activation.take()):
-            if self.answerer.replying:
-                self.answerer.barge_in()
+            if self.reply.replying:
+                self._barge_in()
             if not self.in_turn and self._armed_at is None:
                 self._armed_at, self._armed_turn = self.samples_in, self._turn_id
                 self._preroll.clear()  # speech before the trigger is not part of the turn
                 self.endpointer.reset(t=self.samples_in / SAMPLE_RATE)
-                self.vad.reset()  # type: ignore[attr-defined]
+                self.vad.reset()
                 self.activation.listening_starts()
         if self._armed_at is None or woke:  # the wake word's own frame is not the turn's
             return self.in_turn  # a turn cut at max_turn_s still waits for its pause
@@ -254,7 +297,7 @@ class Listener:
         committed turn goes on with it: the committed turn is withdrawn and this one holds both."""
         rejoin = None
         if onset is not None and self.activation.mode is ActivationMode.ALWAYS:
-            rejoin = self._rejoin.take(onset, reply_uncut=self.answerer.replying and not self.answerer.cancel.is_set())
+            rejoin = self._rejoin.take(onset, reply_uncut=self.reply.reply_uncut)
         self._rejoin.forget()
         self._turn = list(self._preroll) if rejoin is None else [*rejoin.frames, *rejoin.since]
         self._turn_id = next(self._ids)
@@ -262,15 +305,17 @@ class Listener:
         self._early_verdict = self._silence_audio = None
         self._continues = None
         self.speculation.open_turn(self._turn_id)
+        self._publish(SpeechStarted(self._turn_id, self.samples_in / SAMPLE_RATE if onset is None else onset))
         if rejoin is None:
             self.asr.start_turn(self._turn_id)
             return
         self._continues = rejoin.turn_id
-        self.answerer.withdraw(rejoin.turn_id)
-        carried = self.answerer.transcripts.get(rejoin.turn_id)
+        self._tell(Withdrawn(rejoin.turn_id))
+        self._publish(Withdrawn(rejoin.turn_id))
+        carried = self.reply.transcript(rejoin.turn_id)
         self.asr.start_turn(self._turn_id, carried=carried)
         if carried is None:  # not recognized yet (the responder was busy): decode it again as this turn's first part
-            self.asr.commit_segment(np.concatenate(rejoin.frames))
+            self.asr.commit_segment(AudioChunk.join(rejoin.frames).samples)
         self._segment_start = self._last_partial = len(rejoin.frames)
         log.info("turn %d goes on with turn %d (%r), committed %.2f s before the visitor went on",
                  self._turn_id, rejoin.turn_id, carried, (onset or 0.0) - rejoin.speech_end_t)  # fmt: skip
@@ -283,11 +328,11 @@ class Listener:
         if early is not None and valid:  # asked at the silence's onset, nothing said since
             p = early
         else:
-            if valid and not self.answerer.replying:
+            if valid and not self.reply.replying:
                 # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two threads on a
                 # small machine; one after the other both are done sooner
                 self.speculation.decoded.wait(SPECULATION_WAIT_S)
-            p = self._turn_probability(np.concatenate(self._turn))
+            p = self._turn_probability(AudioChunk.join(self._turn))
         words = self._words_probability()
         decided = pause_verdict(p, words, self.endpointer.config)
         threshold = self.endpointer.config.complete_threshold
@@ -301,8 +346,8 @@ class Listener:
         if not any(isinstance(e, TurnEnd) for e in verdict) and not decided.unsure:
             # an incomplete turn: what was said up to this pause is stable, decode it now (an unsure one keeps its
             # speculative decode and the reply begun for it: they stand if the visitor says nothing more)
-            segment = np.concatenate(self._turn[self._segment_start :])
-            self.asr.commit_segment(segment, speculated=valid)
+            segment = AudioChunk.join(self._turn[self._segment_start :])
+            self.asr.commit_segment(segment.samples, speculated=valid)
             self._segment_start = self._last_partial = len(self._turn)
             self.speculation.invalidate()
         return verdict
@@ -311,8 +356,10 @@ class Listener:
         """Hand the ended turn to the answerer (or to the reply begun for it; a cut one once the visitor pauses).
         ``unheard``: samples read since the turn's last frame (a push-to-talk release: the frame it came in)."""
         assert self._turn is not None
-        audio = np.concatenate(self._turn)
-        tail = np.concatenate(self._turn[self._segment_start :] or [np.zeros(0, np.float32)])
+        joined = AudioChunk.join(self._turn)
+        audio = AudioChunk(joined.samples, self.samples_in - unheard - len(joined))  # a rejoined turn: contiguous
+        tail_audio = AudioChunk.join(self._turn[self._segment_start :]).samples
+        tail = AudioChunk(tail_audio, audio.end - len(tail_audio))
         turn = Turn(
             self._turn_id,
             audio,
@@ -322,32 +369,34 @@ class Listener:
             event.reason,
             tail,
             speculation_valid=self.speculation.valid and event.reason is not TurnEndReason.MAX_LENGTH,
-            start_index=self.samples_in - unheard - len(audio),
             words_verdict=self.speculation.words_cost if self.speculation.valid else None,
             continues=self._continues,
         )
         rejoinable = event.reason in (TurnEndReason.COMPLETE, TurnEndReason.SILENCE_TIMEOUT)
         if rejoinable and self.activation.mode is ActivationMode.ALWAYS:
-            self._rejoin.committed(turn.turn_id, self._turn, event.speech_end_t, self.answerer.playback.played)
+            self._rejoin.committed(turn.turn_id, self._turn, event.speech_end_t, self._played())
         self._turn = None
-        if self.speculation.close_turn(turn, self._committed):
+        if self.speculation.close_turn(turn, lambda adopted: self._commit(adopted, adopted=True)):
             return
         if event.reason is TurnEndReason.MAX_LENGTH:  # a monologue: answer what was kept once the visitor pauses
             log.info("turn %d reached max_turn_s: held until the visitor pauses", turn.turn_id)
             self._held = turn
             return
-        self._committed(turn)
-        self.answerer.submit(turn)
+        self._commit(turn)
 
     def _answer_held(self) -> None:
         assert self._held is not None
         held, self._held = self._held, None
-        turn = dataclasses.replace(held, committed_t=self.samples_in / SAMPLE_RATE, committed_wall=self.clock.now())
-        self._committed(turn)
-        self.answerer.submit(turn)
+        self._commit(
+            dataclasses.replace(held, committed_t=self.samples_in / SAMPLE_RATE, committed_wall=self.clock.now())
+        )
 
-    def _committed(self, turn: Turn) -> None:
-        self.answerer.output.committed(turn.turn_id, turn.committed_wall)  # its reply budget runs from here
+    def _commit(self, turn: Turn, *, adopted: bool = False) -> None:
+        """The turn is the answerer's now (``adopted``: the reply begun at its pause answers it); its reply budget
+        runs from here."""
+        event = TurnCommitted(turn, adopted)
+        self._tell(event)
+        self._publish(event)
 
     def _on_silence(self, events: list[EndpointEvent]) -> None:
         """Start decoding the moment the visitor falls silent (speculation), so that recognition runs while the
@@ -359,7 +408,7 @@ class Listener:
             self._early_verdict = self._silence_audio = None
             self.speculation.invalidate()  # the visitor goes on: what was begun for the pause is moot
         elif any(isinstance(e, Silence) for e in events):
-            self.speculation.silence(lambda: self.asr.speculate(np.concatenate(turn[self._segment_start :])))
+            self.speculation.silence(lambda: self.asr.speculate(AudioChunk.join(turn[self._segment_start :]).samples))
             self._silence_audio = list(turn)
         elif (
             self.speculation.valid
@@ -371,16 +420,17 @@ class Listener:
             # zeros, computed once the speculative decode is done and before the pause is long enough: the verdict
             # is ready when it is
             silence = np.zeros(int(self.endpointer.config.silence_ms * SAMPLE_RATE / 1000) - FRAME, np.float32)
-            self._early_verdict = self._turn_probability(np.concatenate([*self._silence_audio, silence]))
+            silent = AudioChunk(silence, self.samples_in)
+            self._early_verdict = self._turn_probability(AudioChunk.join([*self._silence_audio, silent]))
             self._silence_audio = None
 
-    def _turn_probability(self, audio: FloatAudio) -> float:
+    def _turn_probability(self, audio: AudioChunk) -> float:
         """Smart Turn's probability that the turn is complete; 0 (wait for the silence timeout) if it fails."""
         try:
-            return self.turn_model.probability_complete(audio)
+            return self.turn_model.probability_complete(audio.samples)
         except EdgeVoiceError as exc:
             log.error("end-of-turn model failed, waiting for the silence timeout: %s", exc)
-            self.errors.append(exc)
+            self._publish(StageFailed(exc))
             return 0.0
 
     def _words_probability(self) -> float | None:
@@ -393,7 +443,7 @@ class Listener:
         self.speculation.judged.wait(WORDS_WAIT_S)
         return self.speculation.words_complete
 
-    def _speech_over_reply(self, frame: FloatAudio, probability: float) -> bool:
+    def _speech_over_reply(self, frame: AudioChunk, probability: float) -> bool:
         """Speech by the VAD, and with echo cancellation also as loud as the level that pauses the speaker: the VAD
         judges the shape of a sound more than its level, and the faint residue of the kiosk's own voice after the
         canceller must not cut its reply."""
@@ -401,4 +451,4 @@ class Listener:
             return False
         if self.gate is None:
             return True
-        return self.gate.is_loud(frame)
+        return self.gate.is_loud(frame.samples)

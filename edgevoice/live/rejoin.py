@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgevoice.audio import SAMPLE_RATE
-from edgevoice.interfaces import FloatAudio
+from edgevoice.audio.chunk import AudioChunk
 from edgevoice.listen.endpointing import EndpointingConfig
 
 REJOIN_SLACK_S = 1.0
@@ -22,11 +22,11 @@ class Rejoinable:
     """A committed turn that the visitor may still go on with."""
 
     turn_id: int
-    frames: list[FloatAudio]
+    frames: list[AudioChunk]
     speech_end_t: float
     played: int
     """Samples the output had played at the commit: more, and the reply is being heard."""
-    since: list[FloatAudio] = field(default_factory=list)
+    since: list[AudioChunk] = field(default_factory=list)
     """The frames heard since the commit."""
 
 
@@ -39,13 +39,13 @@ class Rejoin:
         self._heard_from: float | None = None
         """Stream time at which the turn's reply was first heard (None: not yet)."""
 
-    def committed(self, turn_id: int, frames: list[FloatAudio], speech_end_t: float, played: int) -> None:
+    def committed(self, turn_id: int, frames: list[AudioChunk], speech_end_t: float, played: int) -> None:
         self._turn, self._heard_from = Rejoinable(turn_id, frames, speech_end_t, played), None
 
     def forget(self) -> None:
         self._turn, self._heard_from = None, None
 
-    def hear(self, frame: FloatAudio, t: float, played: int) -> None:
+    def hear(self, frame: AudioChunk, t: float, played: int) -> None:
         """A frame heard outside any turn at stream time ``t``, the output having played ``played`` samples."""
         turn = self._turn
         if turn is None:

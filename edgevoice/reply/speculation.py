@@ -157,15 +157,15 @@ class SpeculativeReplies:
         submit: Callable[[SpeculativeReply], None],
         busy: Callable[[], bool],
         prefill: Callable[[str], object],
-        stop: threading.Event,
         words: TextEndOfTurn | None = None,
         incomplete_below: float = 0.0,
-        errors: list[EdgeVoiceError] | None = None,
+        on_error: Callable[[EdgeVoiceError], None] = lambda _error: None,
     ) -> None:
         self.enabled = enabled
         self._words = words if incomplete_below > 0.0 else None
         self.incomplete_below = incomplete_below
-        self.errors = errors if errors is not None else []
+        self._on_error = on_error
+        self._closed = False
         self.counts = {"started": 0, "adopted": 0, "dropped": 0}
         self.decoded = threading.Event()
         """Set when the latest speculative decode is done (cleared at each silence)."""
@@ -177,7 +177,7 @@ class SpeculativeReplies:
         """The words' probability that the transcript ends a sentence; None: not judged (no judge, or it failed)."""
         self.words_cost: tuple[float, int] | None = None
         """What that verdict cost: seconds, and the tokens the judge decoded (None: not judged)."""
-        self._submit, self._busy, self._prefill, self._stop = submit, busy, prefill, stop
+        self._submit, self._busy, self._prefill = submit, busy, prefill
         self._lock = threading.Lock()
         self._turn_id = 0
         self._seq = 0
@@ -214,6 +214,11 @@ class SpeculativeReplies:
         with self._lock:
             self._valid = False
             self._drop()
+
+    def close(self) -> None:
+        """The loop stops: no reply begins any more, and the one begun is dropped."""
+        self._closed = True
+        self.abort()
 
     def abort(self) -> None:
         """The turn in progress was abandoned (or the loop stops): no reply may start for it, and the one begun is
@@ -274,7 +279,7 @@ class SpeculativeReplies:
                 and self._open
                 and self._reply is None
                 and not self._busy()  # the responder is free: no reply queued or playing
-                and not self._stop.is_set()
+                and not self._closed
             )
             log.debug(
                 "speculation %d.%d stable=%s current=%s valid=%s open=%s words=%s: %s",
@@ -308,7 +313,7 @@ class SpeculativeReplies:
             return self._words.probability_complete(text)
         except EdgeVoiceError as exc:
             log.error("text end-of-turn failed, the sound decides: %s", exc)
-            self.errors.append(exc)
+            self._on_error(exc)
             return None
 
 
@@ -322,10 +327,9 @@ class PrefillAhead:
     small step then (:func:`edgevoice.priority.background`), and ``prefill`` itself skips a question that will not
     reach the model (a direct answer, small talk, "I don't know") and a model that is busy."""
 
-    def __init__(
-        self, prefill: Callable[[str], object], *, silent: Callable[[], bool], stop: threading.Event, nice: int = 0
-    ) -> None:
-        self._prefill, self._silent, self._stop, self._nice = prefill, silent, stop, nice
+    def __init__(self, prefill: Callable[[str], object], *, silent: Callable[[], bool], nice: int = 0) -> None:
+        self._prefill, self._silent, self._nice = prefill, silent, nice
+        self._stop = threading.Event()
         self._text: str | None = None
         self._ready = threading.Condition()
         self.prefilled = 0
@@ -335,6 +339,12 @@ class PrefillAhead:
         """(Any thread.) The turn's latest partial transcript; replaces one still waiting."""
         with self._ready:
             self._text = text
+            self._ready.notify()
+
+    def close(self) -> None:
+        """End :meth:`run` (after the prefill under way, which the model's interrupt cuts short)."""
+        with self._ready:
+            self._stop.set()
             self._ready.notify()
 
     def run(self) -> None:
