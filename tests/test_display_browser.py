@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -463,3 +465,31 @@ def test_the_page_loads_nothing_from_elsewhere(stand_in: StandIn, browser: DevTo
     assert all(name.startswith(stand_in.url + "/") for name in loaded), loaded
     assert browser.evaluate("document.documentElement.lang") == "en"
     assert browser.evaluate("[...document.querySelectorAll('h1')].length") == 1
+
+
+def test_chromium_with_the_kiosk_units_flags_opens_the_page(stand_in: StandIn, tmp_path: Path) -> None:
+    """The flags of packaging/edgevoice-display.service, headless, on the stand-in's address instead of 8470 (its URL
+    given plainly: headless chromium opens no ``--app`` window to dump)."""
+    from tests.test_display_packaging import PAGE, unit_settings
+
+    program, *flags = shlex.split(unit_settings()["ExecStart"][0])
+    assert f"--app={PAGE}" in flags
+    flags.remove(f"--app={PAGE}")
+    dom = subprocess.run(
+        [
+            program,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            *flags,
+            f"{stand_in.url}/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    ).stdout
+    # dumped when the page has loaded, before its stream's first message perhaps (the other tests follow that)
+    assert '<html lang="en">' in dom and 'id="captions" aria-live="polite"' in dom and 'id="talk"' in dom
