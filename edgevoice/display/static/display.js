@@ -126,6 +126,7 @@
   }
 
   function hello(m) {
+    release(); // a button held across a restart: the new service never saw its press, and a release does no harm
     mode = m.mode in IDLE_TITLES ? m.mode : "always";
     $("idle-title").textContent = IDLE_TITLES[mode];
     setupButton();
