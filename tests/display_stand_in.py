@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -72,6 +72,9 @@ class StandIn:
         self.posts: list[tuple[dict[str, object], str | None]] = []
         """Each post to /talk: its JSON body and its Origin header."""
         self.connections = 0
+        self.refuse = 0
+        """How many of the next connections to /events get 503 ``display_full``, as a full display answers."""
+        self.refused = 0
         self._clients: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[object]]] = []
         self._seq = 0
         self._changed = threading.Condition()
@@ -120,6 +123,16 @@ class StandIn:
         return f"id: {self._seq}\ndata: {data}\n\n"
 
     async def _events(self, request: Request) -> Response:
+        with self._changed:
+            if self.refuse > 0:
+                self.refuse -= 1
+                self.refused += 1
+                self._changed.notify_all()
+                error = {
+                    "code": "display_full",
+                    "message": "16 pages follow the display already ([display] max_clients)",
+                }
+                return JSONResponse({"error": error}, status_code=503)
         queue: asyncio.Queue[object] = asyncio.Queue()
         client = (asyncio.get_running_loop(), queue)
 

@@ -309,6 +309,35 @@ def test_the_page_reconnects_after_the_server_restarts(stand_in: StandIn, browse
     )
 
 
+def test_a_refused_stream_is_tried_again(stand_in: StandIn, browser: Browser) -> None:
+    """A browser gives up on an event stream answered with an HTTP error (here 503 display_full, a display followed
+    by too many pages); the page asks again by itself, later."""
+    stand_in.refuse = 2
+    browser.load("Page.navigate", url=f"{stand_in.url}/")
+    stand_in.wait_connections(1)
+    wait_for(browser, "window.edgevoiceDisplay.connected && document.body.dataset.state === 'idle'")
+    assert stand_in.refused == 2
+    assert browser.evaluate("[...document.querySelectorAll('#examples li')].map(e => e.textContent)") == list(EXAMPLES)
+
+
+def test_a_page_left_open_keeps_the_same_size(stand_in: StandIn, browser: Browser) -> None:
+    """Exchange after exchange: what the page keeps for tests is bounded, and each exchange replaces the last."""
+    open_page(browser, stand_in)
+    size = "[window.edgevoiceDisplay.messages.length, window.edgevoiceDisplay.captions.length,"
+    size += " document.getElementsByTagName('*').length]"
+    nodes = values(browser, size)[2]
+    for turn in range(1, 61):
+        stand_in.send({"v": 1, "type": "transcript", "turn": turn, "text": f"Question {turn}?"})
+        for index in range(4):
+            stand_in.send({"v": 1, "type": "clause", "turn": turn, "index": index, "text": f"Part {index}."})
+        stand_in.send({"v": 1, "type": "end", "turn": turn})
+    stand_in.send({"v": 1, "type": "clear"})
+    wait_for(browser, "document.body.dataset.view === 'idle' && !document.getElementById('reply').firstChild")
+    assert values(browser, size) == [200, 200, nodes]  # 361 messages and 240 captions were received
+    last = values(browser, "window.edgevoiceDisplay.captions.slice(-1).map(c => [c.turn, c.index])")
+    assert last == [[60, 3]]
+
+
 VISIBLE_TEXT = """(() => {
   const rgb = (s) => s.match(/[\\d.]+/g).map(Number);
   const out = [];
