@@ -147,11 +147,15 @@ def test_an_exchange_shows_the_words_then_the_reply_clause_by_clause(stand_in: S
     assert browser.evaluate("document.body.dataset.view") == "exchange"
     stand_in.send("not json {")  # a broken message and a newer server's type are passed over
     stand_in.send({"v": 1, "type": "a_type_from_the_future", "turn": 3, "text": "ignore me"})
+    stand_in.send({"v": 1, "type": "state", "state": "constructor"})  # not a state, though every object has one
     stand_in.send({"v": 1, "type": "partial", "turn": 3, "text": "where is the cafe"})
     stand_in.send({"v": 1, "type": "transcript", "turn": 3, "text": "Where is the cafe?"})
     wait_for(browser, "document.getElementById('transcript').textContent === 'Where is the cafe?'")
     assert text(browser, "#partial") == ""  # the final words replace the partial ones
     assert "ignore me" not in str(browser.evaluate("document.body.innerText"))
+    assert (
+        browser.evaluate("document.body.dataset.state") == "hearing" and text(browser, "#state-label") == "Hearing you…"
+    )
 
     stand_in.send({"v": 1, "type": "state", "state": "thinking"})
     stand_in.send({"v": 1, "type": "state", "state": "speaking"})
@@ -332,6 +336,7 @@ def test_a_page_left_open_keeps_the_same_size(stand_in: StandIn, browser: Browse
             stand_in.send({"v": 1, "type": "clause", "turn": turn, "index": index, "text": f"Part {index}."})
         stand_in.send({"v": 1, "type": "end", "turn": turn})
     stand_in.send({"v": 1, "type": "clear"})
+    wait_for(browser, "window.edgevoiceDisplay.messages.at(-1).type === 'clear'")
     wait_for(browser, "document.body.dataset.view === 'idle' && !document.getElementById('reply').firstChild")
     assert values(browser, size) == [200, 200, nodes]  # 361 messages and 240 captions were received
     last = values(browser, "window.edgevoiceDisplay.captions.slice(-1).map(c => [c.turn, c.index])")

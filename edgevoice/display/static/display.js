@@ -44,7 +44,7 @@
   }
 
   function setState(state) {
-    if (typeof state !== "string" || !(state in STATES)) return;
+    if (!Object.hasOwn(STATES, state)) return;
     body.dataset.state = state;
     $("state-label").textContent = STATES[state];
   }
@@ -127,7 +127,7 @@
 
   function hello(m) {
     release(); // a button held across a restart: the new service never saw its press, and a release does no harm
-    mode = m.mode in IDLE_TITLES ? m.mode : "always";
+    mode = Object.hasOwn(IDLE_TITLES, m.mode) ? m.mode : "always";
     $("idle-title").textContent = IDLE_TITLES[mode];
     setupButton();
     emptyExchange();
@@ -150,6 +150,7 @@
       case "partial": exchangeFor(m.turn); heard(String(m.text), false); break;
       case "transcript": exchangeFor(m.turn); heard(String(m.text), true); break;
       case "clause":
+        if (!Number.isInteger(m.index) || m.index < 0) break;
         exchangeFor(m.turn);
         addClause(Number(m.index), String(m.text), true);
         keep(debug.captions, { turn: m.turn, index: m.index, text: m.text, at: performance.now() });
