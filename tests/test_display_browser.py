@@ -365,6 +365,9 @@ VISIBLE_TEXT = """(() => {
 })()"""
 
 
+WIDER_THAN_THEIR_BOX = """[...document.querySelectorAll('body *')]
+  .filter(e => e.checkVisibility() && e.clientWidth > 2 && e.scrollWidth > e.clientWidth)  // 1 px: visually hidden
+  .map(e => `${e.id || e.tagName}: ${e.scrollWidth} px in ${e.clientWidth}`)"""
 REPLY_HTML = "document.getElementById('reply').innerHTML"
 
 
@@ -406,6 +409,8 @@ def check_overflow(browser: DevTools, where: str) -> None:
         assert wide <= box, f"{where}: {element} is {wide} px wide in {box} px"
     high, box = values(browser, "[document.documentElement.scrollHeight, document.documentElement.clientHeight]")
     assert high <= box, f"{where}: the page is {high} px high in {box} px"
+    # nor inside a box that hides its overflow (the reply's does, to scroll the current clause into sight)
+    assert values(browser, WIDER_THAN_THEIR_BOX) == [], where
 
 
 @pytest.mark.slow
