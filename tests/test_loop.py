@@ -872,6 +872,47 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tup
     assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
 
 
+class ClauseSynth(FakeSynth):
+    """Half a second of audio per clause, in five chunks: the playback takes a while to reach the next clause."""
+
+    def synthesize(self, text: str) -> Iterator[np.ndarray]:
+        self.texts.append(text)
+        for _ in range(5):
+            yield np.full(2205, 0.1, dtype=np.float32)
+
+
+def test_each_clause_is_announced_when_its_first_sample_is_played(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Real threads (the captions' poller, the player): published in order, and never before the sound."""
+    from edgevoice.live.events import ClauseStarted, ReplyStarted, Shutdown, Transcribed
+
+    mic, spk = rings
+    loop, _responder, traces, done = make_loop(
+        mic, spk, "The cafe is upstairs. It opens at ten.", ClauseSynth(ManualClock())
+    )
+    seen: list[tuple[LoopEvent, int]] = []  # each event with the samples played when it was published
+    loop.bus.subscribe_inline(lambda event: seen.append((event, loop.playback.played)))
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
+        assert done.wait(10)
+    (trace,) = traces
+    kinds = [(type(e).__name__, getattr(e, "index", None)) for e, _ in seen if not isinstance(e, (Partial, Shutdown))]
+    assert kinds[kinds.index(("Transcribed", None)) :] == [
+        ("Transcribed", None),
+        ("ReplyStarted", None),
+        ("ClauseStarted", 0),
+        ("ClauseStarted", 1),
+        ("ReplyFinished", None),
+    ]
+    assert next(e for e, _ in seen if isinstance(e, Transcribed)) == Transcribed(1, "Where is the cafe?")
+    assert any(isinstance(e, ReplyStarted) for e, _ in seen)
+    assert trace.stream_start is not None
+    for event, played in seen:
+        if isinstance(event, ClauseStarted):
+            clause = trace.clauses[event.index]
+            assert event.text == clause.text
+            assert played > trace.stream_start + clause.start_sample  # its first sample was played already
+
+
 def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
     from edgevoice.live.cli import event_record
     from edgevoice.live.events import BargeIn, ReplyStarted
@@ -881,6 +922,10 @@ def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
     assert event_record(ReplyStarted(3)) == {"event": "speaking", "turn": 3}
     assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
     assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
+    from edgevoice.live.events import AskedAgain, ClauseStarted, Listening, Transcribed
+
+    for event in (Transcribed(3, "hi"), ClauseStarted(3, 0, "Hello."), AskedAgain(3), Listening(True)):
+        assert event_record(event) is None  # the screen's events: no line of their own in `run --json`
 
 
 def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(

@@ -26,6 +26,7 @@ from edgevoice.live.answering import Answerer, AnswererEvent
 from edgevoice.live.bus import EventBus, Subscription
 from edgevoice.live.events import (
     BargeIn,
+    ClauseStarted,
     Fallback,
     FallbackReason,
     LoopEvent,
@@ -34,6 +35,7 @@ from edgevoice.live.events import (
     ReplyStarted,
     Shutdown,
     SpeechStarted,
+    Transcribed,
     TurnCommitted,
     Withdrawn,
 )
@@ -273,8 +275,9 @@ def test_a_committed_turn_is_answered_and_published_in_order(spk: SharedRing) ->
     assert side.answerer.busy and side.published() == []  # queued: nothing happens until its thread takes it
     assert side.answerer.step(timeout=0.0)
     events = side.published()
-    assert [type(e) for e in events] == [ReplyStarted, ReplyFinished]
-    finished = events[1]
+    assert [type(e) for e in events] == [Transcribed, ReplyStarted, ClauseStarted, ReplyFinished]
+    assert events[2] == ClauseStarted(1, 0, "The cafe is upstairs.")  # played at once by the instant speaker
+    finished = events[3]
     assert isinstance(finished, ReplyFinished) and finished.trace.reply == "The cafe is upstairs."
     assert [m.content for m in side.responder.history] == ["Where is the cafe?", "The cafe is upstairs."]
     assert side.speaker.written > 0 and not side.answerer.busy

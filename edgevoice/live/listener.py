@@ -38,7 +38,7 @@ from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.activation import Activation, ActivationMode, Press, Release, Trigger
 from edgevoice.live.answering import AnswererEvent
-from edgevoice.live.events import BargeIn, LoopEvent, SpeechStarted, StageFailed, TurnCommitted, Withdrawn
+from edgevoice.live.events import BargeIn, Listening, LoopEvent, SpeechStarted, StageFailed, TurnCommitted, Withdrawn
 from edgevoice.live.rejoin import Rejoin
 from edgevoice.reply.speculation import SpeculativeReplies
 
@@ -140,6 +140,8 @@ class Listener:
         self._rejoin = Rejoin(endpointer.config)
         self._continues: int | None = None
         """The turn that the turn in progress goes on with (None: it is a turn of its own)."""
+        self._listening = False
+        """What :class:`Listening` last said (push-to-talk and trigger modes)."""
 
     @property
     def in_turn(self) -> bool:
@@ -166,6 +168,7 @@ class Listener:
         self.samples_in = chunk.end
         try:
             self._on_frame(chunk)
+            self._note_listening()
         except EdgeVoiceError as exc:
             # a failing VAD or end-of-turn model costs this frame (or this pause verdict), never the loop
             log.error("listener: %s", exc)
@@ -226,6 +229,16 @@ class Listener:
             self._last_partial = len(self._turn)
             recent = self._turn[max(self._segment_start, len(self._turn) - PARTIAL_MAX_FRAMES) :]
             self.asr.partial(AudioChunk.join(recent).samples)
+
+    def _note_listening(self) -> None:
+        """Publish :class:`Listening` when the gate opens or closes (not in ``always`` mode: it never closes)."""
+        mode = self.activation.mode
+        if mode is ActivationMode.ALWAYS:
+            return
+        listening = self._turn is not None if mode is ActivationMode.PUSH_TO_TALK else self._armed_at is not None
+        if listening != self._listening:
+            self._listening = listening
+            self._publish(Listening(listening))
 
     def _push_to_talk(self, frame: AudioChunk) -> None:
         """The turn is what the microphone hears while the key is held, committed on release; a press while the

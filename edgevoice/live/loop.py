@@ -211,7 +211,11 @@ class VoiceLoop:
     def start(self) -> None:
         self.responder.resume()  # a model interrupted when an earlier loop closed works again
         self.asr.start()
-        threads = [("listener", self.listener.run), ("responder", self.answerer.run)]
+        threads = [
+            ("listener", self.listener.run),
+            ("responder", self.answerer.run),
+            ("captions", self.answerer.captions.run),
+        ]
         if self.prefill_ahead is not None:
             threads.append(("prefill", self.prefill_ahead.run))
         for name, target in threads:
