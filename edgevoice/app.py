@@ -27,6 +27,7 @@ from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 if TYPE_CHECKING:
     from edgevoice.admin.appliance import AdminHandle
     from edgevoice.converse import Assistant
+    from edgevoice.display.server import DisplayHandle
     from edgevoice.engines.minilm import MiniLmEmbedder
     from edgevoice.engines.smart_turn_onnx import SmartTurn
     from edgevoice.interfaces import LanguageModel
@@ -337,15 +338,24 @@ class Appliance:
     live: LiveAssistant
     turns: TurnRecords
     admin: AdminHandle | None = None
+    display: DisplayHandle | None = None
 
     def start_services(self, monitor: ServiceMonitor) -> None:
-        """Once the loop is ready: the model recheck, the admin page, the presynthesis, in that order."""
+        """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
         from edgevoice.admin.appliance import LiveAppliance, start_admin
+        from edgevoice.display.server import start_display
 
         self.recheck.start()
         live = self.live
         self.admin = start_admin(self.config, LiveAppliance(self.config, self.assistant, monitor, lambda: live))
         self.turns.admin = self.admin
+        assistant = self.assistant
+        self.display = start_display(
+            self.config.display,
+            live.loop.bus,
+            live.activation,
+            lambda: [entry.question for entry in assistant.kiosk.entries],  # the knowledge as reloaded
+        )
         if self.presynthesis is not None:
             self.presynthesis.start()
 
@@ -353,6 +363,8 @@ class Appliance:
         """Stop the recheck, the admin page, the assistant's background work and the presynthesis (the models are
         :meth:`LoadedModels.close`'s)."""
         self.recheck.close()
+        if self.display is not None:
+            self.display.close()
         if self.admin is not None:
             self.admin.close()
         self.assistant.close()

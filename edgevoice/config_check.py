@@ -122,8 +122,8 @@ def check_answer_lengths(config: Config, entries: Sequence[Entry], warnings: lis
 
 def check_own_paths(config: Config, report: ConfigReport) -> None:
     """The sockets and files the service creates hold nothing it must not replace (:mod:`edgevoice.ownership`): the
-    metrics socket and textfile, the admin page's and the trigger's Unix sockets, the debug recorder's directory.
-    `edgevoice run` makes this check before loading a model."""
+    metrics socket and textfile, the admin page's, the display's and the trigger's Unix sockets, the debug recorder's
+    directory. `edgevoice run` makes this check before loading a model."""
     from edgevoice.admin.server import check_socket_path
     from edgevoice.config.admin_listen import effective_admin_listen
     from edgevoice.config.listen_address import effective_listen
@@ -137,6 +137,11 @@ def check_own_paths(config: Config, report: ConfigReport) -> None:
     admin = effective_admin_listen(config.admin.listen)
     if admin.startswith("unix:"):
         report.check(lambda: check_socket_path(admin[5:], report.warnings))
+    display = config.display.listen
+    if display.startswith("unix:"):
+        from edgevoice.ownership import check_socket
+
+        report.check(lambda: check_socket("display.listen", display[5:], report.warnings))
     report.check(lambda: check_activation_socket(config.activation, report.warnings))
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir
