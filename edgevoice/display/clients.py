@@ -43,10 +43,11 @@ class Client:
                 self._frames.clear()
             else:
                 self._frames.append(frame)
-            if not self._wake_pending:
-                self._wake_pending = True
-                self._wake()
-            return not self.closed
+            wake, self._wake_pending = not self._wake_pending, True
+            open_ = not self.closed
+        if wake:
+            self._wake()
+        return open_
 
     def close(self) -> None:
         """(Any thread.) No more frames: the page's task ends its response."""
@@ -54,9 +55,9 @@ class Client:
             if self.closed:
                 return
             self.closed = True
-            if not self._wake_pending:
-                self._wake_pending = True
-                self._wake()
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            self._wake()
 
     def _wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody is waiting
