@@ -124,7 +124,7 @@ class Stream:
 
 
 class Served:
-    def __init__(self, static: Path, *, mode: str = "always", **feed: object) -> None:
+    def __init__(self, static: Path, *, mode: str = "always", keepalive_s: float = 15.0, **feed: object) -> None:
         self.bus = EventBus()
         self.activation = Activation(mode)
         self.feed = DisplayFeed(self.bus, mode=mode, examples=lambda: ["Where is the cafe?"], **feed)  # type: ignore[arg-type]
@@ -136,6 +136,7 @@ class Served:
             activation=self.activation,
             static=static,
             send_timeout_s=1.0,
+            keepalive_s=keepalive_s,
         )
         self.server = AdminServer(app, listen, token=False, name="display")
 
@@ -378,3 +379,19 @@ def test_the_page_and_its_files_are_served_with_their_policy_and_nothing_else(se
         assert status == 404, path
     status, _, body = served.ask("POST", "/events")
     assert status == 405 and json.loads(body)["error"]["code"] == "display_method_not_allowed"
+
+
+def test_a_quiet_stream_sends_keep_alive_comments(static: Path) -> None:
+    served = Served(static, keepalive_s=0.05)
+    try:
+        page = Stream(served.port)
+        page.next()
+        while b": keep-alive\n\n" not in page.buffer:
+            chunk = page.sock.recv(65536)
+            assert chunk
+            page.buffer += chunk
+        served.publish(Partial(1, "hello"))
+        assert page.next() == {"v": 1, "type": "partial", "turn": 1, "text": "hello"}  # comments are no messages
+        page.close()
+    finally:
+        served.close()
