@@ -91,3 +91,46 @@ def test_the_thread_ends_on_close_while_idle() -> None:
     cues.close()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_clause_is_in_the_trace_from_its_first_sample_queued_not_from_the_end_of_its_synthesis() -> None:
+    """A long clause is synthesized in pieces: its caption must follow its first piece, not wait for its last."""
+    import threading
+    from collections.abc import Iterator
+
+    import numpy as np
+
+    from edgevoice.clock import ManualClock
+    from edgevoice.config import Config
+    from edgevoice.events import Transcript
+    from edgevoice.kiosk.prompt import prefix_messages
+    from edgevoice.reply.responder import Responder
+    from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
+
+    class PiecesSynth(FakeSynth):
+        def synthesize(self, text: str) -> Iterator[np.ndarray]:
+            for _ in range(3):
+                yield np.full(100, 0.1, dtype=np.float32)
+
+    clock = ManualClock()
+    responder = Responder(
+        FakeRecognizer("", clock, seconds=0.0),
+        FakeLlm("The cafe is upstairs.", clock, per_token=0.0),
+        PiecesSynth(clock),
+        prefix_messages("You are a test.", "The cafe is upstairs."),
+        max_tokens=60,
+        max_sentences=Config().kiosk.max_sentences,
+        clock=clock,
+    )
+    trace = ReplyTrace(1, committed=0.0)
+    written: list[int] = []
+    listed: list[int] = []
+
+    def emit(audio: np.ndarray) -> int:
+        listed.append(len(trace.clauses))  # what a caption poller would see while this piece is queued
+        written.append(len(audio))
+        return sum(written)
+
+    responder.respond_to(Transcript("Where is the cafe?"), trace, threading.Event(), emit)
+    assert listed == [0, 1, 1]  # listed once its first piece was queued
+    assert [(c.text, c.start_sample, c.end_sample) for c in trace.clauses] == [("The cafe is upstairs.", 0, 300)]
