@@ -138,3 +138,40 @@ def test_the_examples_are_the_knowledges_first_distinct_questions() -> None:
     questions = ["Where is the cafe?", "Opening hours", "where is  the cafe?", "Is there Wi-Fi?", "Parking?"]
     assert example_questions(questions, 2) == ["Where is the cafe?", "Is there Wi-Fi?"]
     assert example_questions(questions, 0) == []
+
+
+def test_a_day_of_exchanges_keeps_the_feeds_memory_flat() -> None:
+    """Thousands of exchanges through a feed with a page that reads them: what the feed holds does not grow."""
+    import gc
+    import tracemalloc
+
+    f, clock, page = feed()
+
+    def exchanges(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            f.handle(SpeechStarted(n, 0.0))
+            f.handle(Partial(n, "where is the cafe " * 10))
+            f.handle(TurnCommitted(turn(n)))
+            f.handle(ReplyStarted(n))
+            for i in range(3):
+                f.handle(ClauseStarted(n, i, "The cafe is upstairs, next to the window. " * 3))
+            f.handle(ReplyFinished(ReplyTrace(n, committed=0.0), turn(n)))
+            page.messages()
+            clock.advance(30.0)
+            f.tick()
+
+    exchanges(1, 1000)  # warm-up: caches, interned strings
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.take_snapshot()
+        exchanges(1001, 3000)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    # an exchange kept (its words, its messages) would be over 1 KB each, 3 MB in all; the allocator's own noise is
+    # a few tens of KB whatever the count
+    assert grown < 256 * 1024, grown
+    assert f.exchange is None and f.clients == 1
