@@ -310,7 +310,9 @@ def test_an_unserved_host_and_a_foreign_origin_are_refused(static: Path) -> None
     served = Served(static, mode="push_to_talk")
     try:
         page = Stream(served.port, host=f"{EVIL}:{served.port}")
-        assert page.status == 421 and json.loads(page.body())["error"]["code"] == "admin_host_not_served"
+        refusal = json.loads(page.body())["error"]
+        assert page.status == 421 and refusal["code"] == "admin_host_not_served"
+        assert "this display page does not serve" in refusal["message"] and "[display] hosts" in refusal["message"]
         page.close()
         assert served.feed.clients == 0
         status, _, body = served.ask(

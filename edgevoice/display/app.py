@@ -135,7 +135,7 @@ def create_display_app(
         Route("/events", EventStream(feed, keepalive_s=keepalive_s, send_timeout_s=send_timeout_s)),
         Route("/talk", talk, methods=["POST"]),
     ]
-    return HostGuard(Starlette(routes=routes), hosts)
+    return HostGuard(Starlette(routes=routes), hosts, page="display")
 
 
 def _file(static: Path, name: str) -> Response:
