@@ -123,10 +123,20 @@ class Stream:
         self.sock.close()
 
 
+class NeverHeard:
+    """A wake-word detector that hears nothing (the button is the trigger)."""
+
+    def heard(self, audio: object) -> bool:
+        return False
+
+    def reset(self) -> None:
+        pass
+
+
 class Served:
     def __init__(self, static: Path, *, mode: str = "always", keepalive_s: float = 15.0, **feed: object) -> None:
         self.bus = EventBus()
-        self.activation = Activation(mode)
+        self.activation = Activation(mode, wake_word=NeverHeard() if mode == "wake_word" else None)
         self.feed = DisplayFeed(self.bus, mode=mode, examples=lambda: ["Where is the cafe?"], **feed)  # type: ignore[arg-type]
         self.port = free_port()
         listen = f"127.0.0.1:{self.port}"
@@ -339,6 +349,7 @@ def test_an_unserved_host_and_a_foreign_origin_are_refused(static: Path) -> None
         ("push_to_talk", "release", 204),
         ("trigger", "trigger", 204),
         ("trigger", "press", 204),
+        ("wake_word", "trigger", 204),
     ],
 )
 def test_talk_drives_the_activation_gate_in_each_mode(static: Path, mode: str, action: str, status: int) -> None:
