@@ -17,7 +17,7 @@ from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.interfaces import EndOfTurn, VoiceActivity
-from edgevoice.listen.endpointing import Endpointer
+from edgevoice.listen.endpointing import Endpointer, TurnEnd, TurnEndReason
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.live.activation import Activation, ActivationMode, Press, Release, Trigger
 from edgevoice.live.answering import AnswererEvent
@@ -91,6 +91,11 @@ class Listener:
         self._armed_at: int | None = None
         """Trigger mode: the microphone sample at which the open trigger came (None: not listening)."""
         self._armed_turn = 0
+        self._heard = False
+        """Push-to-talk: the VAD heard speech in the turn held so far."""
+        self._pressed_at = 0
+        """Push-to-talk: the microphone sample at which the key went down."""
+        self._speech_end = 0.0
 
     @property
     def in_turn(self) -> bool:
@@ -176,13 +181,28 @@ class Listener:
                     self._barge_in()
                 if not self._assembly.turn_open:
                     self._assembly.press(self.samples_in)
+                    self._heard, self._pressed_at = False, self.samples_in - FRAME
             elif isinstance(event, Release) and self._assembly.turn_open:
-                self._assembly.release(self.samples_in)
+                self._release_turn()
         if not self._assembly.turn_open:
             return
-        # beyond max_turn_s the frames are kept for nobody until the release: not even the VAD hears them
-        probability = self.vad.probability(frame.samples) if self._assembly.has_room() else None
-        self._assembly.hear_key(frame, probability)
+        if self._assembly.has_room():  # beyond max_turn_s: kept until the release, unheard
+            self._assembly.keep(frame)
+            if self._assembly.is_speech(self.vad.probability(frame.samples)):
+                self._heard, self._speech_end = True, self.samples_in / SAMPLE_RATE
+        self._assembly.partial()
+
+    def _release_turn(self) -> None:
+        """The key went up: the turn ends now, whatever the visitor's pauses; a turn without speech is dropped."""
+        if not self._heard:
+            log.info("push-to-talk turn %d released without speech: dropped", self._assembly.turn_id)
+            self._assembly.abandon()
+            return
+        # the release came with this frame, which is not the turn's; nor are those beyond max_turn_s
+        unheard = self.samples_in - self._pressed_at - self._assembly.kept
+        end = (self.samples_in - FRAME) / SAMPLE_RATE
+        released = TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / SAMPLE_RATE)
+        self._assembly.end(released, self.samples_in, unheard=unheard)
 
     def _triggered(self, frame: AudioChunk) -> bool:
         """Trigger and wake-word mode: whether this frame is listened to. A trigger (the wake word in the frames not

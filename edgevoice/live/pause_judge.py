@@ -1,4 +1,5 @@
-"""Whether a turn is complete at a pause: Smart Turn's verdict on its sound, fused with the words' verdict that the
+"""What the visitor's pauses set going: the speculative decode the moment the visitor falls silent, and whether the
+turn is complete at the pause: Smart Turn's verdict on its sound, fused with the words' verdict that the
 recognition worker took on the speculative transcript (:func:`~edgevoice.listen.endpointing.pause_verdict`). Smart
 Turn is asked early, as the visitor falls silent, once the speculative decode is done (the verdict is then ready when
 the pause is long enough), or else at the pause. The turn's assembly (:mod:`edgevoice.live.turn_assembly`) asks it."""
@@ -15,7 +16,15 @@ from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.chunk import AudioChunk
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn
-from edgevoice.listen.endpointing import EndpointingConfig, PauseVerdict, pause_verdict
+from edgevoice.listen.endpointing import (
+    EndpointEvent,
+    EndpointingConfig,
+    PauseVerdict,
+    Silence,
+    SilenceEnd,
+    pause_verdict,
+)
+from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.live.events import LoopEvent, StageFailed
 from edgevoice.reply.speculation import SpeculativeReplies
 
@@ -42,12 +51,13 @@ class PauseJudge:
         *,
         turn_model: EndOfTurn,
         config: EndpointingConfig,
+        asr: StreamingTranscriber,
         speculation: SpeculativeReplies,
         reply: Replying,
         publish: Callable[[LoopEvent], None],
     ) -> None:
-        self.turn_model, self.config, self.speculation, self.reply = turn_model, config, speculation, reply
-        self._publish = publish
+        self.turn_model, self.config, self.reply = turn_model, config, reply
+        self.asr, self.speculation, self._publish = asr, speculation, publish
         self._early_verdict: float | None = None
         """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
         self._silence_audio: list[AudioChunk] | None = None
@@ -61,11 +71,20 @@ class PauseJudge:
         """A turn starts, or the visitor goes on after a silence: no early verdict stands."""
         self._early_verdict = self._silence_audio = None
 
-    def fell_silent(self, frames: Sequence[AudioChunk]) -> None:
-        """The visitor fell silent after ``frames`` (the speculative decode was just begun)."""
-        self._silence_audio = list(frames)
+    def hear(self, events: Sequence[EndpointEvent], turn: list[AudioChunk], segment: int, frame: AudioChunk) -> None:
+        """The endpointer's ``events`` at a ``frame`` of the open ``turn`` (``segment``: the frame after its last
+        pause). Decoding starts the moment the visitor falls silent (speculation), so that recognition runs while the
+        end of the turn is still being confirmed; any sound afterwards invalidates it."""
+        if any(isinstance(e, SilenceEnd) for e in events):
+            self.forget()
+            self.speculation.invalidate()  # the visitor goes on: what was begun for the pause is moot
+        elif any(isinstance(e, Silence) for e in events):
+            self.speculation.silence(lambda: self.asr.speculate(AudioChunk.join(turn[segment:]).samples))
+            self._silence_audio = list(turn)
+        else:
+            self._still_silent(frame)
 
-    def still_silent(self, frame: AudioChunk) -> None:
+    def _still_silent(self, frame: AudioChunk) -> None:
         """A ``frame`` of the silence: once the speculative decode is done, Smart Turn's verdict on the
         turn as it was when the visitor fell silent, the silence still to come as zeros (taken before the pause is
         long enough, the verdict is ready when it is)."""

@@ -64,11 +64,11 @@ class ReplyState(Protocol):
 
 
 class TurnAssembly:
-    """Owns the turn in progress; fed by the listener one frame at a time with the VAD's speech probability
-    (:meth:`hear` then :meth:`act`; :meth:`hear_held` while a cut turn waits; :meth:`press`, :meth:`hear_key` and
-    :meth:`release` in push-to-talk). ``at`` arguments are the microphone samples read so far (the frame's end). It
-    tells the answerer of a committed and a withdrawn turn (``tell``) and publishes them, each turn's start and Smart
-    Turn's failures (``publish``)."""
+    """Owns the turn in progress, fed by the listener one frame at a time with the VAD's speech probability:
+    :meth:`hear` then :meth:`act` (:meth:`hear_held` while a cut turn waits); in push-to-talk :meth:`press`,
+    :meth:`keep`, :meth:`partial`, then :meth:`end` or :meth:`abandon`. ``at``: the microphone samples read so far
+    (the frame's end). It tells the answerer of a committed or withdrawn turn (``tell``), and publishes them, each
+    turn's start and Smart Turn's failures (``publish``)."""
 
     def __init__(
         self,
@@ -90,7 +90,12 @@ class TurnAssembly:
         self._tell, self._publish, self._played, self._may_rejoin = tell, publish, played, may_rejoin
         self.clock = clock
         self._pauses = PauseJudge(
-            turn_model=turn_model, config=endpointer.config, speculation=speculation, reply=reply, publish=publish
+            turn_model=turn_model,
+            config=endpointer.config,
+            asr=asr,
+            speculation=speculation,
+            reply=reply,
+            publish=publish,
         )
         self._ids = itertools.count(1)
         self._preroll: deque[AudioChunk] = deque(maxlen=int(PREROLL_S * SAMPLE_RATE / FRAME) + 1)
@@ -100,11 +105,6 @@ class TurnAssembly:
         self._last_partial = 0
         self._held: Turn | None = None
         """A turn cut at ``max_turn_s``, waiting for the visitor to pause before it is answered."""
-        self._heard = False
-        """Push-to-talk: the VAD heard speech in the turn held so far."""
-        self._pressed_at = 0
-        """Push-to-talk: the microphone sample at which the key went down."""
-        self._speech_end = 0.0
         self._rejoin = Rejoin(endpointer.config)
         self._continues: int | None = None
         """The turn that the turn in progress goes on with (None: it is a turn of its own)."""
@@ -140,8 +140,7 @@ class TurnAssembly:
 
     def has_room(self) -> bool:
         """Push-to-talk: the open turn is shorter than ``max_turn_s`` (beyond, frames are not kept)."""
-        assert self._turn is not None
-        return len(self._turn) * FRAME < self.endpointer.config.max_turn_s * SAMPLE_RATE
+        return self.kept < self.endpointer.config.max_turn_s * SAMPLE_RATE
 
     @property
     def turn_model(self) -> EndOfTurn:
@@ -162,7 +161,8 @@ class TurnAssembly:
         else:
             self._rejoin.hear(frame, frame.end / SAMPLE_RATE, self._played())
         events = self.endpointer.feed(FRAME / SAMPLE_RATE, probability)
-        self._on_silence(events, frame)
+        if self._turn is not None:
+            self._pauses.hear(events, self._turn, self._segment_start, frame)
         return events
 
     def act(self, events: list[EndpointEvent], at: int) -> None:
@@ -176,10 +176,10 @@ class TurnAssembly:
             elif isinstance(event, Pause) and self._turn is not None:
                 pending += self._judge_pause()
             elif isinstance(event, TurnEnd) and self._turn is not None:
-                self._end_turn(event, at)
+                self.end(event, at)
                 return
         if self._turn is not None and self.endpointer.state == EndpointState.SPEECH:
-            self._partial()
+            self.partial()
 
     def hear_held(self, probability: float, at: int) -> None:
         """A frame while a cut turn waits: its speech is neither kept nor a new turn; the visitor's pause commits it."""
@@ -193,31 +193,22 @@ class TurnAssembly:
         """Push-to-talk: the key went down with the frame ending at ``at``; the turn starts at the press."""
         self._preroll.clear()  # nothing from before the press is kept
         self._start_turn(at)
-        self._heard, self._pressed_at = False, at - FRAME
 
-    def hear_key(self, frame: AudioChunk, probability: float | None) -> None:
-        """Push-to-talk, the key held: a frame of the open turn (``probability`` None: no room, not kept)."""
+    def keep(self, frame: AudioChunk) -> None:
+        """Push-to-talk, the key held: a frame of the open turn (while :meth:`has_room`)."""
         assert self._turn is not None
-        if probability is not None:
-            self._turn.append(frame)
-            if self.endpointer.is_speech(probability):
-                self._heard, self._speech_end = True, frame.end / SAMPLE_RATE
-        self._partial()
+        self._turn.append(frame)
 
-    def release(self, at: int) -> None:
-        """Push-to-talk, the key went up: the turn is committed now, whatever its pauses; one without speech is
-        dropped."""
+    @property
+    def kept(self) -> int:
+        """Samples of the open turn kept so far."""
         assert self._turn is not None
-        if not self._heard:
-            log.info("push-to-talk turn %d released without speech: dropped", self._turn_id)
-            self._turn = None
-            self.speculation.abort()
-            return
-        # the release came with this frame, which is not the turn's; nor are those beyond max_turn_s
-        unheard = at - self._pressed_at - len(self._turn) * FRAME
-        end = (at - FRAME) / SAMPLE_RATE
-        released = TurnEnd(end, self._speech_end, TurnEndReason.RELEASED, self._pressed_at / SAMPLE_RATE)
-        self._end_turn(released, at, unheard=unheard)
+        return len(self._turn) * FRAME
+
+    def abandon(self) -> None:
+        """The open turn goes, unanswered (a push-to-talk turn without speech)."""
+        self._turn = None
+        self.speculation.abort()
 
     def restart(self, at: int) -> None:
         """Listening starts afresh (a trigger): nothing heard before is part of the next turn."""
@@ -226,8 +217,7 @@ class TurnAssembly:
 
     def drop(self, at: int) -> None:
         """A bug cost this frame: the open turn goes (a cut one still waits for the pause that answers it)."""
-        self._turn = None
-        self.speculation.abort()
+        self.abandon()
         if self._held is None:
             self.endpointer.reset(t=at / SAMPLE_RATE)
 
@@ -260,8 +250,8 @@ class TurnAssembly:
         log.info("turn %d goes on with turn %d (%r), committed %.2f s before the visitor went on",
                  self._turn_id, rejoin.turn_id, carried, (onset or 0.0) - rejoin.speech_end_t)  # fmt: skip
 
-    def _partial(self) -> None:
-        """A partial transcript of the turn's last :data:`PARTIAL_MAX_FRAMES` since its last pause, every
+    def partial(self) -> None:
+        """A partial transcript of the open turn (its last :data:`PARTIAL_MAX_FRAMES` since its last pause), every
         :data:`PARTIAL_FRAMES`."""
         assert self._turn is not None
         if len(self._turn) - self._last_partial >= PARTIAL_FRAMES:
@@ -284,7 +274,7 @@ class TurnAssembly:
             self.speculation.invalidate()
         return verdict
 
-    def _end_turn(self, event: TurnEnd, at: int, *, unheard: int = 0) -> None:
+    def end(self, event: TurnEnd, at: int, *, unheard: int = 0) -> None:
         """Hand the ended turn to the answerer (or to the reply begun for it; a cut one once the visitor pauses).
         ``unheard``: samples read since the turn's last frame (a push-to-talk release: the frame it came in)."""
         assert self._turn is not None
@@ -322,18 +312,3 @@ class TurnAssembly:
         event = TurnCommitted(turn, adopted)
         self._tell(event)
         self._publish(event)
-
-    def _on_silence(self, events: list[EndpointEvent], frame: AudioChunk) -> None:
-        """Start decoding the moment the visitor falls silent (speculation), so that recognition runs while the
-        end of the turn is still being confirmed; any sound afterwards invalidates it."""
-        if self._turn is None:
-            return
-        turn = self._turn
-        if any(isinstance(e, SilenceEnd) for e in events):
-            self._pauses.forget()
-            self.speculation.invalidate()  # the visitor goes on: what was begun for the pause is moot
-        elif any(isinstance(e, Silence) for e in events):
-            self.speculation.silence(lambda: self.asr.speculate(AudioChunk.join(turn[self._segment_start :]).samples))
-            self._pauses.fell_silent(turn)
-        else:
-            self._pauses.still_silent(frame)
