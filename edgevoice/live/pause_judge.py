@@ -38,6 +38,8 @@ the speculative decode can take over a second; the reply could not begin before 
 
 
 class Replying(Protocol):
+    """What the pauses' judge may know of the reply side: read only."""
+
     @property
     def replying(self) -> bool:
         """A reply is being answered or played."""

@@ -33,7 +33,7 @@ from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.answering import AnswererEvent
 from edgevoice.live.events import LoopEvent, SpeechStarted, TurnCommitted, Withdrawn
-from edgevoice.live.pause_judge import PauseJudge
+from edgevoice.live.pause_judge import PauseJudge, Replying
 from edgevoice.live.rejoin import Rejoin
 from edgevoice.reply.speculation import SpeculativeReplies
 
@@ -48,12 +48,8 @@ PARTIAL_MAX_FRAMES = 313
 """A partial transcript covers the last 10 s at most: a long monologue must not cost ever longer decodes."""
 
 
-class ReplyState(Protocol):
+class ReplyState(Replying, Protocol):
     """What turn assembly may know of the reply side (:class:`~edgevoice.live.answering.Answerer`): read only."""
-
-    @property
-    def replying(self) -> bool:
-        """A reply is being answered or played."""
 
     @property
     def reply_uncut(self) -> bool:
