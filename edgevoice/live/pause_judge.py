@@ -94,7 +94,7 @@ class PauseJudge:
             self.speculation.valid
             and self._early_verdict is None
             and self._silence_audio is not None
-            and self.speculation.decoded.is_set()
+            and self.speculation.is_decoded
         ):
             return
         silence = np.zeros(int(self.config.silence_ms * SAMPLE_RATE / 1000) - len(frame), np.float32)
@@ -112,7 +112,7 @@ class PauseJudge:
             if valid and not self.reply.replying:
                 # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two threads on a
                 # small machine; one after the other both are done sooner
-                self.speculation.decoded.wait(SPECULATION_WAIT_S)
+                self.speculation.wait_decoded(SPECULATION_WAIT_S)
             p = self._turn_probability(AudioChunk.join(frames))
         words = self._words_probability()
         decided = pause_verdict(p, words, self.config)
@@ -140,5 +140,5 @@ class PauseJudge:
         if not (self.speculation.judges_words and self.speculation.valid):
             return None
         # the reply waits for this verdict too: waiting for it delays no answer
-        self.speculation.judged.wait(WORDS_WAIT_S)
+        self.speculation.wait_judged(WORDS_WAIT_S)
         return self.speculation.words_complete

@@ -102,6 +102,7 @@ class TurnAssembly:
         self._held: Turn | None = None
         """A turn cut at ``max_turn_s``, waiting for the visitor to pause before it is answered."""
         self._rejoin = Rejoin(endpointer.config)
+        self._max_turn_s = endpointer.config.max_turn_s
         self._continues: int | None = None
         """The turn that the turn in progress goes on with (None: it is a turn of its own)."""
 
@@ -136,7 +137,7 @@ class TurnAssembly:
 
     def has_room(self) -> bool:
         """Push-to-talk: the open turn is shorter than ``max_turn_s`` (beyond, frames are not kept)."""
-        return self.kept < self.endpointer.config.max_turn_s * SAMPLE_RATE
+        return self.kept < self._max_turn_s * SAMPLE_RATE
 
     @property
     def turn_model(self) -> EndOfTurn:
