@@ -2,33 +2,20 @@
 done between two frames), the answerer handling one event at a time. No threads of the loop's, no sleeps, no
 wall-clock bounds: what these tests assert is what was told, published and answered, in which order.
 
-The real threads are tested in tests/test_loop.py (the threading itself: two threads, the output device, close)."""
+The harness is tests/stepped_loop.py. The real threads are tested in tests/test_loop.py (the threading itself: two
+threads, the output device, close)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-
-import numpy as np
 import pytest
 
-from edgevoice.audio import SAMPLE_RATE as RATE
-from edgevoice.audio.chunk import AudioChunk
-from edgevoice.audio.playback import PlaybackControl
 from edgevoice.audio.ring import SharedRing
-from edgevoice.clock import ManualClock
-from edgevoice.config import Config
-from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.listen.endpointing import Endpointer, EndpointingConfig, TurnEndReason
-from edgevoice.listen.streaming_asr import StreamingTranscriber
-from edgevoice.listen.turn import Turn
-from edgevoice.live.answering import Answerer, AnswererEvent
-from edgevoice.live.bus import EventBus, Subscription
+from edgevoice.listen.endpointing import TurnEndReason
 from edgevoice.live.events import (
     BargeIn,
     Fallback,
     FallbackReason,
-    LoopEvent,
+    Partial,
     ReplyBegun,
     ReplyFinished,
     ReplyStarted,
@@ -37,90 +24,11 @@ from edgevoice.live.events import (
     TurnCommitted,
     Withdrawn,
 )
-from edgevoice.live.listener import FRAME, Listener
-from edgevoice.reply.responder import Responder
-from edgevoice.reply.speculation import SpeculativeReplies
-from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
-from tests.test_loop import CompleteTurn, EnergyVad, silence, speech
+from tests.stepped_loop import FRAME, RATE, SteppedAnswerer, SteppedListener, mic, silence, speech, spk
+
+__all__ = ["mic", "spk"]  # the fixtures
 
 pytestmark = pytest.mark.unit
-
-
-@dataclass
-class ReplySide:
-    """The reply side as the listener sees it: what the test says it is doing, and what the listener told it."""
-
-    told: list[AnswererEvent] = field(default_factory=list)
-    replying: bool = False
-    reply_uncut: bool = False
-    replying_to: int = 0
-    transcripts: dict[int, str] = field(default_factory=dict)
-    ticks: int = 0
-
-    def tell(self, event: AnswererEvent) -> None:
-        self.told.append(event)
-
-    def transcript(self, turn_id: int) -> str | None:
-        return self.transcripts.get(turn_id)
-
-    def tick(self) -> None:
-        self.ticks += 1
-
-
-class SteppedListener:
-    """A listener on fake engines, fed by hand: :meth:`hear` feeds whole frames and does the recognition jobs they
-    queued before the next frame (as an idle worker would)."""
-
-    def __init__(self, mic: SharedRing, *, speculative: bool = False, endpoint: EndpointingConfig | None = None):
-        self.clock = ManualClock()
-        self.reply = ReplySide()
-        self.bus = EventBus()
-        self.events: Subscription = self.bus.subscribe(name="test", maxsize=10_000)
-        self.played = 0
-        self._rest = np.zeros(0, np.float32)
-        self.asr = StreamingTranscriber(
-            FakeRecognizer("Where is the cafe?", self.clock, seconds=0.0),
-            on_speculation=lambda spec: self.speculation.on_decoded(spec),
-        )
-        self.speculation = SpeculativeReplies(
-            enabled=speculative,
-            submit=lambda reply: self.reply.tell(ReplyBegun(reply)),
-            busy=lambda: False,
-            prefill=lambda _text: None,
-        )
-        self.listener = Listener(
-            mic=mic,
-            vad=EnergyVad(),
-            turn_model=CompleteTurn(),
-            endpointer=Endpointer(endpoint or EndpointingConfig()),
-            asr=self.asr,
-            speculation=self.speculation,
-            reply=self.reply,
-            tell=self.reply.tell,
-            publish=self.bus.publish,
-            played=lambda: self.played,
-            gate=None,
-            clock=self.clock,
-        )
-
-    def hear(self, *parts: np.ndarray) -> None:
-        """Feed the parts' whole frames; what is left of the last one is fed with the next call's."""
-        audio = np.concatenate([self._rest, *parts])
-        whole = len(audio) // FRAME * FRAME
-        self._rest = audio[whole:]
-        for i in range(0, whole, FRAME):
-            self.listener.feed(AudioChunk(audio[i : i + FRAME], self.listener.samples_in))
-            self.asr.run_queued()
-            self.clock.advance(FRAME / RATE)
-
-    def committed(self) -> list[Turn]:
-        return [e.turn for e in self.reply.told if isinstance(e, TurnCommitted)]
-
-
-@pytest.fixture
-def mic() -> Iterator[SharedRing]:
-    with SharedRing.create(RATE) as ring:  # never read: the tests feed the listener themselves
-        yield ring
 
 
 def test_a_turn_is_told_once_committed_after_its_pause(mic: SharedRing) -> None:
@@ -136,7 +44,7 @@ def test_a_turn_is_told_once_committed_after_its_pause(mic: SharedRing) -> None:
     assert turn.audio.end == int(turn.committed_t * RATE) and turn.audio.start < int(0.5 * RATE)
     assert turn.tail is not None and turn.tail.end == turn.audio.end
     published = [type(e) for e in ears.events.drain()]
-    assert published == [SpeechStarted, TurnCommitted]
+    assert published == [SpeechStarted, Partial, TurnCommitted]  # a partial transcript after a second of speech
     assert ears.reply.ticks == ears.listener.samples_in // FRAME  # the reply budget's clock, every frame
 
 
@@ -200,71 +108,6 @@ def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(mic: Share
     assert kinds == [ReplyBegun, ReplyBegun, TurnCommitted]  # the second pause's reply answers the whole turn
     last = ears.reply.told[2]
     assert isinstance(last, TurnCommitted) and last.adopted and last.turn_id == 1
-
-
-# -- the answerer, one event at a time ---------------------------------------------------------------------------------
-class InstantSpeaker:
-    """A speaker ring whose device plays everything the moment it is written (the answerer never waits for it)."""
-
-    def __init__(self, ring: SharedRing) -> None:
-        self.ring = ring
-        self.written = 0
-
-    def write(self, audio: np.ndarray) -> int:
-        self.written += len(audio)
-        return len(audio)
-
-    def free(self) -> int:
-        return self.ring.capacity
-
-    def available(self) -> int:
-        return 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.ring, name)
-
-
-class SteppedAnswerer:
-    def __init__(self, ring: SharedRing, *, budget_s: float | None = None) -> None:
-        self.clock = ManualClock()
-        self.llm = FakeLlm("The cafe is upstairs.", self.clock, per_token=0.0)
-        self.responder = Responder(
-            FakeRecognizer("Where is the cafe?", self.clock, seconds=0.0),
-            self.llm,
-            FakeSynth(self.clock),
-            prefix_messages("You are a test.", "The cafe is upstairs."),
-            max_tokens=60,
-            max_sentences=Config().kiosk.max_sentences,
-            clock=self.clock,
-        )
-        self.bus = EventBus()
-        self.events = self.bus.subscribe(name="test", maxsize=10_000)
-        self.speaker = InstantSpeaker(ring)
-        self.answerer = Answerer(
-            responder=self.responder,
-            asr=StreamingTranscriber(self.responder.recognizer),
-            speaker=self.speaker,  # type: ignore[arg-type]
-            playback=PlaybackControl(ring),
-            gate=None,
-            clock=self.clock,
-            publish=self.bus.publish,
-            fallback_audio=np.full(2205, 0.1, np.float32),
-            fallback_text="Sorry?",
-            budget_s=budget_s,
-        )
-
-    def turn(self, turn_id: int) -> Turn:
-        audio = AudioChunk(speech(1.0), start=turn_id * RATE * 10)
-        return Turn(turn_id, audio, audio.end_s, audio.end_s, self.clock.now(), TurnEndReason.COMPLETE, audio)
-
-    def published(self) -> list[LoopEvent]:
-        return self.events.drain()
-
-
-@pytest.fixture
-def spk() -> Iterator[SharedRing]:
-    with SharedRing.create(22050 * 10) as ring:
-        yield ring
 
 
 def test_a_committed_turn_is_answered_and_published_in_order(spk: SharedRing) -> None:
