@@ -256,5 +256,3 @@ class SteppedAnswerer:
 def spk() -> Iterator[SharedRing]:
     with SharedRing.create(22050 * 10) as ring:
         yield ring
-
-

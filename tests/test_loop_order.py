@@ -7,10 +7,14 @@ threads, the output device, close)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from edgevoice.audio.ring import SharedRing
-from edgevoice.listen.endpointing import TurnEndReason
+from edgevoice.clock import ManualClock
+from edgevoice.events import Transcript
+from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
+from edgevoice.listen.turn import Turn
 from edgevoice.live.events import (
     BargeIn,
     Fallback,
@@ -21,10 +25,25 @@ from edgevoice.live.events import (
     ReplyStarted,
     Shutdown,
     SpeechStarted,
+    StageFailed,
     TurnCommitted,
     Withdrawn,
 )
-from tests.stepped_loop import FRAME, RATE, SteppedAnswerer, SteppedListener, mic, silence, speech, spk
+from edgevoice.reply.speculation import SpeculativeReply
+from edgevoice.reply.trace import ReplyTrace
+from tests.fakes import FakeLlm, FakeRecognizer
+from tests.stepped_loop import (
+    FALLBACK,
+    FRAME,
+    RATE,
+    EnergyVad,
+    SteppedAnswerer,
+    SteppedListener,
+    mic,
+    silence,
+    speech,
+    spk,
+)
 
 __all__ = ["mic", "spk"]  # the fixtures
 
@@ -167,3 +186,183 @@ def test_a_turn_with_no_reply_within_its_budget_gets_the_fallback_on_the_listene
     side.answerer.tick()
     assert side.published() == [Fallback(1, FallbackReason.LATE)]
     assert side.speaker.written == 2205  # the phrase, queued by the tick itself
+
+
+def test_silence_gives_no_turn_and_asks_nothing(mic: SharedRing) -> None:
+    ears = SteppedListener(mic)
+    ears.hear(silence(2.0))
+    assert ears.reply.told == [] and ears.events.drain() == []
+    assert ears.turn_model.calls == 0 and ears.recognizer.heard == []  # type: ignore[attr-defined]
+
+
+def voiced(seconds: float, level: float) -> np.ndarray:
+    """Speech to the fake VAD at ``level``, which :class:`PartsRecognizer` tells apart."""
+    return (level * np.sign(np.sin(np.arange(1, int(seconds * RATE) + 1) / 3.0))).astype(np.float32)
+
+
+class PartsRecognizer(FakeRecognizer):
+    """Hears the first part of a question in audio at level 0.3 and its rest at 0.2."""
+
+    PARTS = ((0.3, "Where is the cafe"), (0.2, "on the first floor?"))
+
+    def __init__(self) -> None:
+        super().__init__("", ManualClock(), seconds=0.0)
+
+    def transcribe(self, audio: np.ndarray, *, prompt: str = "") -> Transcript:
+        self.heard.append(len(audio))
+        levels = np.round(np.abs(audio), 3)
+        return Transcript(" ".join(text for level, text in self.PARTS if np.any(levels == level)))
+
+
+@pytest.mark.parametrize(
+    ("rejoin_ms", "heard_s", "rejoined"),
+    [(1000, 0.0, True), (0, 0.0, False), (1000, 0.6, False)],
+    ids=["goes on", "rejoin off", "after hearing the reply"],
+)
+def test_speech_over_the_reply_right_after_a_commit_goes_on_with_that_turn_and_the_whole_is_recognized(
+    mic: SharedRing, rejoin_ms: int, heard_s: float, rejoined: bool
+) -> None:
+    recognizer = PartsRecognizer()
+    ears = SteppedListener(mic, endpoint=EndpointingConfig(rejoin_ms=rejoin_ms), recognizer=recognizer)
+    # half a question and a pause long enough to end the turn
+    ears.hear(silence(0.3), voiced(1.0, 0.3), silence(0.4))
+    (first,) = ears.committed()
+    # the answerer recognizes it and its reply plays, uncut; the visitor hears ``heard_s`` of it, then goes on
+    ears.reply.transcripts[1] = ears.finish(first)
+    assert ears.reply.transcripts[1] == "Where is the cafe"
+    ears.reply.replying, ears.reply.reply_uncut, ears.reply.replying_to = True, True, 1
+    ears.played = 1
+    ears.hear(silence(heard_s), voiced(1.0, 0.2))
+    barge_in = ears.reply.told.index(BargeIn(1))  # the reply is cut at once, as the visitor speaks over it
+    ears.reply.replying = ears.reply.reply_uncut = False
+    ears.hear(silence(0.4))
+    second = ears.committed()[1]
+    if rejoined:
+        # withdrawn after the barge-in (the reply cut by the visitor, not playing on), before the second commit
+        assert barge_in < ears.reply.told.index(Withdrawn(1)) < ears.reply.told.index(TurnCommitted(second))
+        assert second.continues == 1 and len(second.audio) / RATE > 2.0  # both parts and the pause between them
+        assert ears.finish(second) == "Where is the cafe on the first floor?"
+        # only the new part was decoded again: the first part's words were carried
+        assert max(recognizer.heard[1:]) / RATE < 1.4
+    else:  # a question of its own: the rest alone
+        assert Withdrawn(1) not in ears.reply.told and second.continues is None
+        assert ears.finish(second) == "on the first floor?"
+
+
+def test_a_turn_cut_at_max_turn_s_is_committed_once_the_visitor_pauses(mic: SharedRing) -> None:
+    ears = SteppedListener(mic, endpoint=EndpointingConfig(max_turn_s=2.0))
+    ears.hear(silence(0.3), speech(2.6))
+    assert ears.reply.told == [] and ears.listener.in_turn  # cut, and held while the visitor goes on
+    ears.hear(silence(0.6))
+    (turn,) = ears.committed()
+    assert turn.reason is TurnEndReason.MAX_LENGTH
+    # speech from frame 9 (0.288 s), confirmed in frame 12, is cut 2 s after its onset, in frame 71: the turn keeps
+    # the preroll (the 10 frames up to the confirmation) and what came until the cut, not the speech that went on
+    assert (turn.audio.start, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
+    # speech ends in frame 90; six silent frames (192 ms) later, at the end of frame 96, the turn is committed
+    assert turn.committed_t == pytest.approx(97 * 512 / RATE)
+
+
+class VadBrokenAt(EnergyVad):
+    """Raises an unexpected error on its ``n``-th frame (and, with ``speech``, on the first frame of speech)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def probability(self, frame: np.ndarray) -> float:
+        self.n -= 1
+        if self.n == 0:
+            raise RuntimeError("vad exploded")
+        return super().probability(frame)
+
+
+class BrokenOnceVad(EnergyVad):
+    def __init__(self) -> None:
+        self.failed = False
+
+    def probability(self, frame: np.ndarray) -> float:
+        if not self.failed and np.abs(frame).max() > 0.05:
+            self.failed = True
+            raise RuntimeError("vad exploded")
+        return super().probability(frame)
+
+
+def test_an_unexpected_listener_error_costs_a_frame_and_the_turn_is_still_heard(mic: SharedRing) -> None:
+    ears = SteppedListener(mic, vad=BrokenOnceVad())
+    ears.hear(silence(0.3), speech(1.0), silence(0.4))
+    (failed,) = ears.published(StageFailed)
+    assert isinstance(failed, StageFailed) and failed.error.code == "stage_unexpected"
+    assert [t.turn_id for t in ears.committed()] == [1]
+
+
+def test_a_listener_error_while_a_cut_turn_waits_still_commits_it(mic: SharedRing) -> None:
+    ears = SteppedListener(mic, vad=VadBrokenAt(80), endpoint=EndpointingConfig(max_turn_s=2.0))
+    ears.hear(silence(0.3), speech(2.6), silence(0.6))  # cut in frame 71, the error in frame 80, speech until 90
+    assert [e.error.code for e in ears.published(StageFailed)] == ["stage_unexpected"]  # type: ignore[attr-defined]
+    (turn,) = ears.committed()
+    assert turn.reason is TurnEndReason.MAX_LENGTH
+
+
+# -- the answerer: failures and the reply begun early ------------------------------------------------------------------
+class FlakyLlm(FakeLlm):
+    """Raises an unexpected error on its first reply, then works."""
+
+    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        if not self.prompts:
+            self.prompts.append(list(messages))
+            raise RuntimeError("engine crashed")
+        yield from super().stream_reply(messages, max_tokens=max_tokens)
+
+
+def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(spk: SharedRing) -> None:
+    side = SteppedAnswerer(spk, llm=FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0))
+    side.answerer.tell(TurnCommitted(side.turn(1)))
+    side.answerer.step(timeout=0.0)
+    events = side.published()
+    assert [type(e) for e in events] == [StageFailed, Fallback, ReplyFinished]
+    assert isinstance(events[0], StageFailed) and "engine crashed" in str(events[0].error)
+    assert events[1] == Fallback(1, FallbackReason.ERROR)
+    side.answerer.tell(TurnCommitted(side.turn(2)))
+    side.answerer.step(timeout=0.0)
+    traces = [e.trace for e in [*events, *side.published()] if isinstance(e, ReplyFinished)]
+    assert [t.reply for t in traces] == ["Sorry?", "It is upstairs."]
+    assert [t.fallback for t in traces] == ["error", None] and traces[0].error == "stage_unexpected"
+    assert not traces[0].cancelled  # a failure, not a barge-in
+    audio = side.speaker.played()
+    assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)  # the whole phrase, once
+    assert np.flatnonzero(np.isclose(audio, -0.2))[-1] < np.flatnonzero(np.isclose(audio, 0.1))[0]  # before turn 2
+    # the failed turn left no trace in the conversation
+    assert [m.content for m in side.responder.history] == ["Where is the cafe?", "It is upstairs."]
+
+
+def begun_early(side: SteppedAnswerer, turn: Turn) -> SpeculativeReply:
+    """A reply begun for ``turn``'s pause (as the recognition worker begins it), told to the answerer."""
+    reply = SpeculativeReply(turn.turn_id, 1, "Where is the cafe?", ReplyTrace(turn.turn_id, committed=0.0))
+    side.answerer.tell(ReplyBegun(reply))
+    return reply
+
+
+def test_a_reply_begun_early_and_adopted_is_the_one_heard_generated_once(spk: SharedRing) -> None:
+    side = SteppedAnswerer(spk)
+    turn = side.turn(1)
+    reply = begun_early(side, turn)
+    reply.adopt(turn)  # the listener adopts it at the commit: the turn is not queued again
+    side.answerer.tell(TurnCommitted(turn, adopted=True))
+    assert side.answerer.step(timeout=0.0)
+    events = side.published()
+    assert [type(e) for e in events] == [ReplyStarted, ReplyFinished]
+    trace = events[1].trace  # type: ignore[attr-defined]
+    assert trace.speculative_reply and trace.reply == "The cafe is upstairs."
+    assert len(side.llm.prompts) == 1 and not side.answerer.busy  # generated once, before the commit
+    assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit
+    assert [m.content for m in side.responder.history] == ["Where is the cafe?", trace.reply]
+    assert np.sum(np.isclose(side.speaker.played(), 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
+
+
+def test_a_reply_begun_early_and_dropped_is_never_heard(spk: SharedRing) -> None:
+    side = SteppedAnswerer(spk)
+    reply = begun_early(side, side.turn(1))
+    reply.drop()  # the visitor went on
+    assert side.answerer.step(timeout=0.0)
+    assert side.published() == [] and side.speaker.written == 0  # its audio stayed held
+    assert side.responder.history == [] and not side.answerer.busy
