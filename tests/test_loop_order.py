@@ -366,3 +366,14 @@ def test_a_reply_begun_early_and_dropped_is_never_heard(spk: SharedRing) -> None
     assert side.answerer.step(timeout=0.0)
     assert side.published() == [] and side.speaker.written == 0  # its audio stayed held
     assert side.responder.history == [] and not side.answerer.busy
+
+
+def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
+    from edgevoice.live.cli import event_record
+    from edgevoice.live.events import BargeIn, ReplyStarted
+
+    assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
+    assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
+    assert event_record(ReplyStarted(3)) == {"event": "speaking", "turn": 3}
+    assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
+    assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
