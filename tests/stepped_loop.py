@@ -216,13 +216,20 @@ class InstantSpeaker:
 class SteppedAnswerer:
     """The answerer on fake engines, stepped by hand (:meth:`Answerer.step`), into an :class:`InstantSpeaker`."""
 
-    def __init__(self, ring: SharedRing, *, budget_s: float | None = None, llm: FakeLlm | None = None) -> None:
+    def __init__(
+        self,
+        ring: SharedRing,
+        *,
+        budget_s: float | None = None,
+        llm: FakeLlm | None = None,
+        synth: FakeSynth | None = None,
+    ) -> None:
         self.clock = ManualClock()
         self.llm = llm or FakeLlm("The cafe is upstairs.", self.clock, per_token=0.0)
         self.responder = Responder(
             FakeRecognizer("Where is the cafe?", self.clock, seconds=0.0),
             self.llm,
-            FakeSynth(self.clock),
+            synth or FakeSynth(self.clock),
             prefix_messages("You are a test.", "The cafe is upstairs."),
             max_tokens=60,
             max_sentences=Config().kiosk.max_sentences,

@@ -7,6 +7,8 @@ threads, the output device, close)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,7 @@ from edgevoice.live.events import (
 )
 from edgevoice.reply.speculation import SpeculativeReply
 from edgevoice.reply.trace import ReplyTrace
-from tests.fakes import FakeLlm, FakeRecognizer
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 from tests.stepped_loop import (
     FALLBACK,
     FRAME,
@@ -287,12 +289,19 @@ class BrokenOnceVad(EnergyVad):
         return super().probability(frame)
 
 
-def test_an_unexpected_listener_error_costs_a_frame_and_the_turn_is_still_heard(mic: SharedRing) -> None:
-    ears = SteppedListener(mic, vad=BrokenOnceVad())
-    ears.hear(silence(0.3), speech(1.0), silence(0.4))
+@pytest.mark.parametrize(
+    ("vad", "committed"), [(BrokenOnceVad, [1]), (lambda: VadBrokenAt(20), [2])], ids=["at its onset", "mid-turn"]
+)
+def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(
+    mic: SharedRing, vad: Callable[[], EnergyVad], committed: list[int]
+) -> None:
+    """The error costs its frame; one in the middle of a turn drops that turn, and the speech that goes on after
+    it is a turn of its own."""
+    ears = SteppedListener(mic, vad=vad())
+    ears.hear(silence(0.3), speech(1.0), silence(0.4))  # speech in frames 9 to 40
     (failed,) = ears.published(StageFailed)
     assert isinstance(failed, StageFailed) and failed.error.code == "stage_unexpected"
-    assert [t.turn_id for t in ears.committed()] == [1]
+    assert [t.turn_id for t in ears.committed()] == committed
 
 
 def test_a_listener_error_while_a_cut_turn_waits_still_commits_it(mic: SharedRing) -> None:
@@ -359,12 +368,27 @@ def test_a_reply_begun_early_and_adopted_is_the_one_heard_generated_once(spk: Sh
     assert np.sum(np.isclose(side.speaker.played(), 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
 
 
+class DroppedAfterItsFirstClause(FakeSynth):
+    """Drops the reply begun early (as the listener does when the visitor goes on) once its first clause's audio is
+    made, and held."""
+
+    def __init__(self) -> None:
+        super().__init__(ManualClock())
+        self.reply: SpeculativeReply | None = None
+
+    def synthesize(self, text: str) -> Iterator[np.ndarray]:
+        yield from super().synthesize(text)
+        assert self.reply is not None
+        self.reply.drop()
+
+
 def test_a_reply_begun_early_and_dropped_is_never_heard(spk: SharedRing) -> None:
-    side = SteppedAnswerer(spk)
-    reply = begun_early(side, side.turn(1))
-    reply.drop()  # the visitor went on
-    assert side.answerer.step(timeout=0.0)
-    assert side.published() == [] and side.speaker.written == 0  # its audio stayed held
+    synth = DroppedAfterItsFirstClause()
+    side = SteppedAnswerer(spk, synth=synth)
+    synth.reply = begun_early(side, side.turn(1))
+    assert side.answerer.step(timeout=0.0)  # waits for the listener's decision, then ends the dropped reply
+    assert synth.reply.held is not None and synth.reply.held.position > 0  # audio was made...
+    assert side.published() == [] and side.speaker.written == 0  # ... and none of it heard
     assert side.responder.history == [] and not side.answerer.busy
 
 
