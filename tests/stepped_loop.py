@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -31,6 +32,8 @@ from edgevoice.reply.speculation import SpeculativeReplies
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
 
 __all__ = ["FRAME", "RATE", "mic", "spk"]
+
+E = TypeVar("E", bound=LoopEvent)
 
 
 class EnergyVad:
@@ -103,7 +106,7 @@ class SteppedListener:
         endpoint: EndpointingConfig | None = None,
         words: TextEndOfTurn | None = None,
         activation: Activation | None = None,
-        recognizer: object | None = None,
+        recognizer: Any = None,
         vad: VoiceActivity | None = None,
         turn_model: EndOfTurn | None = None,
     ):
@@ -117,9 +120,9 @@ class SteppedListener:
         self.in_jobs = False
         """True while the recognition jobs run (what the recognition worker would do)."""
         self._rest = np.zeros(0, np.float32)
-        self.recognizer = recognizer or FakeRecognizer("Where is the cafe?", self.clock, seconds=0.0)
+        self.recognizer: Any = recognizer or FakeRecognizer("Where is the cafe?", self.clock, seconds=0.0)
         self.asr = StreamingTranscriber(
-            self.recognizer,  # type: ignore[arg-type]
+            self.recognizer,
             on_partial=self._on_partial,
             on_speculation=lambda spec: self.speculation.on_decoded(spec),
         )
@@ -131,11 +134,12 @@ class SteppedListener:
             words=words,
             incomplete_below=endpoint.text_incomplete_below,
         )
-        self.turn_model = turn_model or CompleteTurn()
+        self.smart_turn = CompleteTurn()
+        """The end-of-turn model unless ``turn_model`` is given."""
         self.listener = Listener(
             mic=mic,
             vad=vad or EnergyVad(),
-            turn_model=self.turn_model,
+            turn_model=turn_model or self.smart_turn,
             endpointer=Endpointer(endpoint),
             asr=self.asr,
             speculation=self.speculation,
@@ -168,7 +172,7 @@ class SteppedListener:
     def committed(self) -> list[Turn]:
         return [e.turn for e in self.reply.told if isinstance(e, TurnCommitted)]
 
-    def published(self, kind: type[LoopEvent]) -> list[LoopEvent]:
+    def published(self, kind: type[E]) -> list[E]:
         return [e for e in self.events.drain() if isinstance(e, kind)]
 
     def finish(self, turn: Turn) -> str:

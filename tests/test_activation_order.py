@@ -47,7 +47,7 @@ def test_push_to_talk_hears_nothing_while_the_key_is_up(mic: SharedRing) -> None
     ears, _ = gated(mic, ActivationMode.PUSH_TO_TALK, vad=vad)
     feed(ears, silence(0.3), speech(1.5), silence(1.5))
     assert ears.reply.told == [] and ears.events.drain() == [] and not ears.listener.in_turn
-    assert vad.frames == 0 and ears.turn_model.calls == 0  # not even the VAD heard it
+    assert vad.frames == 0 and ears.smart_turn.calls == 0  # not even the VAD heard it
 
 
 def test_push_to_talk_commits_on_release_in_the_middle_of_speech(mic: SharedRing) -> None:
@@ -65,7 +65,7 @@ def test_push_to_talk_commits_on_release_in_the_middle_of_speech(mic: SharedRing
     assert len(turn.audio) == held
     assert turn.audio.start == int(1.0 * RATE) // FRAME * FRAME
     assert turn.committed_t == pytest.approx((turn.audio.start + held + FRAME) / RATE)
-    assert ears.turn_model.calls == 0  # Smart Turn is not asked: the key decides
+    assert ears.smart_turn.calls == 0  # Smart Turn is not asked: the key decides
 
 
 def test_a_long_pause_while_the_key_is_held_does_not_end_the_turn(mic: SharedRing) -> None:

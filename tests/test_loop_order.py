@@ -194,7 +194,7 @@ def test_silence_gives_no_turn_and_asks_nothing(mic: SharedRing) -> None:
     ears = SteppedListener(mic)
     ears.hear(silence(2.0))
     assert ears.reply.told == [] and ears.events.drain() == []
-    assert ears.turn_model.calls == 0 and ears.recognizer.heard == []  # type: ignore[attr-defined]
+    assert ears.smart_turn.calls == 0 and ears.recognizer.heard == []
 
 
 def voiced(seconds: float, level: float) -> np.ndarray:
@@ -300,14 +300,14 @@ def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(
     ears = SteppedListener(mic, vad=vad())
     ears.hear(silence(0.3), speech(1.0), silence(0.4))  # speech in frames 9 to 40
     (failed,) = ears.published(StageFailed)
-    assert isinstance(failed, StageFailed) and failed.error.code == "stage_unexpected"
+    assert failed.error.code == "stage_unexpected"
     assert [t.turn_id for t in ears.committed()] == committed
 
 
 def test_a_listener_error_while_a_cut_turn_waits_still_commits_it(mic: SharedRing) -> None:
     ears = SteppedListener(mic, vad=VadBrokenAt(80), endpoint=EndpointingConfig(max_turn_s=2.0))
     ears.hear(silence(0.3), speech(2.6), silence(0.6))  # cut in frame 71, the error in frame 80, speech until 90
-    assert [e.error.code for e in ears.published(StageFailed)] == ["stage_unexpected"]  # type: ignore[attr-defined]
+    assert [e.error.code for e in ears.published(StageFailed)] == ["stage_unexpected"]
     (turn,) = ears.committed()
     assert turn.reason is TurnEndReason.MAX_LENGTH
 
@@ -360,7 +360,9 @@ def test_a_reply_begun_early_and_adopted_is_the_one_heard_generated_once(spk: Sh
     assert side.answerer.step(timeout=0.0)
     events = side.published()
     assert [type(e) for e in events] == [ReplyStarted, ReplyFinished]
-    trace = events[1].trace  # type: ignore[attr-defined]
+    finished = events[1]
+    assert isinstance(finished, ReplyFinished)
+    trace = finished.trace
     assert trace.speculative_reply and trace.reply == "The cafe is upstairs."
     assert len(side.llm.prompts) == 1 and not side.answerer.busy  # generated once, before the commit
     assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit

@@ -11,7 +11,7 @@ import pytest
 from edgevoice.audio.ring import SharedRing
 from edgevoice.events import Transcript
 from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
-from edgevoice.live.events import Partial
+from edgevoice.live.events import Partial, TurnCommitted
 from tests.stepped_loop import RATE, SteppedListener, mic, silence, speech
 
 __all__ = ["mic"]  # the fixture
@@ -79,13 +79,13 @@ def test_the_words_are_judged_by_the_recognition_job_and_a_reply_begins_only_aft
     assert judge.in_jobs and all(judge.in_jobs)
     # half a sentence gets no reply begun for it; a whole one gets it, and it is the one adopted
     assert ears.speculation.counts == {"started": started, "adopted": started, "dropped": 0}
-    assert [e.adopted for e in ears.reply.told if hasattr(e, "adopted")] == [bool(started)]  # type: ignore[attr-defined]
+    assert [e.adopted for e in ears.reply.told if isinstance(e, TurnCommitted)] == [bool(started)]
 
 
 def test_a_turn_with_nothing_recognized_ends_without_waiting_for_a_verdict_on_no_words(mic: SharedRing) -> None:
     judge = WordsJudge(0.3)
     ears = listening(mic, judge, speculative=True)
-    ears.recognizer.text = ""  # type: ignore[attr-defined]  # a cough, a door: speech to the VAD, no words
+    ears.recognizer.text = ""  # a cough, a door: speech to the VAD, no words
     ears.hear(silence(0.3), speech(1.0), silence(0.4))
     # the listener is told that the speculative decode heard nothing and that there are no words to judge (it used to
     # wait 0.4 s for a decode and 1.5 s for a verdict that never came); nothing is judged, begun or prefilled
@@ -175,13 +175,13 @@ class IncompleteThenComplete:
 
 def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(mic: SharedRing) -> None:
     recognizer = CountingRecognizer()
-    ears = SteppedListener(mic, recognizer=recognizer, turn_model=IncompleteThenComplete())  # type: ignore[arg-type]
+    ears = SteppedListener(mic, recognizer=recognizer, turn_model=IncompleteThenComplete())
     recognizer.ears = ears
     # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
     # incomplete, 0.5 s more, then silence
     ears.hear(silence(0.3), speech(1.6))
     (partial,) = ears.published(Partial)
-    assert isinstance(partial, Partial) and partial.text.startswith("part")  # while the visitor speaks
+    assert partial.text.startswith("part")  # while the visitor speaks
     ears.hear(silence(0.4), speech(0.5), silence(0.6))
     (turn,) = ears.committed()
     # the stable first part was decoded at the pause, the rest at the end, and the two joined
