@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgevoice.app_engines import open_wake_word
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
@@ -68,7 +69,7 @@ def test_the_live_assistant_owns_the_gate_its_config_names() -> None:
         max_sentences=Config().kiosk.max_sentences,
         clock=clock,
     )
-    with LiveAssistant(config, engines, CompleteTurn(), responder) as live:
+    with LiveAssistant(config, engines, CompleteTurn(), responder, wake_word=open_wake_word(config)) as live:
         assert live.loop.listener.activation is live.activation is live.loop.activation
         assert live.activation.mode is ActivationMode.WAKE_WORD and live.activation.trigger_timeout_s == 3.0
         assert live.wake_word is not None and live.wake_word.phrase == "Hey Jarvis"
