@@ -1,7 +1,8 @@
 """The application assembled from the config, its one composition root: the engines (manifest names or one's own
 model files, checked before loading), the end-of-turn model, the kiosk, the assistant and, for ``edgevoice run``, the
 live loop with its metrics, presynthesis, model recheck and admin page (:func:`load_models`, :func:`build_appliance`).
-It sits above the stages (engines, kiosk, reply, live, admin), which never import it."""
+Each engine is opened by :mod:`edgevoice.app_engines`. The application sits above the stages (engines, kiosk, reply,
+live, admin), which never import it."""
 
 from __future__ import annotations
 
