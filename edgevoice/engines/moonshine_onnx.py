@@ -6,8 +6,10 @@ length, with no fixed window) and a merged decoder whose ``use_cache_branch`` in
 self-attention cache). Decoding is greedy. The tokenizer is ``tokenizer.bin``: one length-prefixed byte string per
 token id, SentencePiece style (``▁`` for a space, ids 3-258 single bytes).
 
-The decoder's ``encoder_attention_mask`` has one entry per *encoder frame*, not per sample: a mask the length of the
-audio fails on longer clips (the shape error first seen on a 10 s clip). Audio longer than ``PIECE_SECONDS`` is cut
+The decoder's ``encoder_attention_mask`` has one entry per *sample*, like the encoder's: the graph takes every
+384th entry (the encoder's total stride) and keeps as many as there are encoder frames. A mask with one entry per
+frame works by broadcasting while it has fewer than 385 entries and fails from about 9.3 s of audio on (the shape
+error first seen on a 10 s clip). Audio longer than ``PIECE_SECONDS`` is cut
 into pieces at the quietest 100 ms near each piece's end and the pieces' texts are joined: nothing is dropped.
 The silence, noise and phantom defences are whisper's (:mod:`edgevoice.engines.whispercpp`).
 """
@@ -34,6 +36,7 @@ from edgevoice.engines.whispercpp import (
 )
 from edgevoice.errors import ConfigError, ModelFormatError, RecognizerError
 from edgevoice.events import Transcript
+from edgevoice.models.ort_files import parse_token_list
 
 __all__ = ["MoonshineOnnxRecognizer", "quietest_cut", "read_tokenizer", "split_pieces"]
 
@@ -48,25 +51,13 @@ _SPACE = "\u2581"
 
 
 def read_tokenizer(path: Path, vocab_size: int) -> list[bytes]:
-    """The token byte strings of ``tokenizer.bin`` (a one-byte length, or two bytes little-endian base 128 when the
-    first has its high bit set, then the bytes), checked to hold exactly ``vocab_size`` tokens."""
+    """The token byte strings of ``tokenizer.bin`` (:func:`~edgevoice.models.ort_files.parse_token_list`), checked
+    to hold exactly the decoder's ``vocab_size`` tokens."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ModelFormatError(f"{path}: cannot read the Moonshine tokenizer ({exc})") from exc
-    tokens: list[bytes] = []
-    i = 0
-    while i < len(raw):
-        n = raw[i]
-        i += 1
-        if n >= 128:
-            if i >= len(raw):
-                break
-            n, i = (n & 0x7F) | raw[i] << 7, i + 1
-        if i + n > len(raw):
-            raise ModelFormatError(f"{path}: Moonshine tokenizer is truncated at token {len(tokens)}")
-        tokens.append(raw[i : i + n])
-        i += n
+    tokens = parse_token_list(raw, path)
     if len(tokens) != vocab_size:
         raise ModelFormatError(f"{path}: Moonshine tokenizer holds {len(tokens)} tokens, the decoder {vocab_size}")
     return tokens
@@ -197,8 +188,8 @@ class MoonshineOnnxRecognizer:
         return text, logps
 
     def _greedy(self, x: npt.NDArray[np.float32], max_tokens: int) -> tuple[list[int], list[float]]:
-        hidden = self._encoder.run(None, {"input_values": x, "attention_mask": np.ones(x.shape, dtype=np.int64)})[0]
-        mask = np.ones(hidden.shape[:2], dtype=np.int64)  # one per encoder frame, not per sample
+        mask = np.ones(x.shape, dtype=np.int64)  # one per sample, for the decoder too (see the module's doc)
+        hidden = self._encoder.run(None, {"input_values": x, "attention_mask": mask})[0]
         empty = np.zeros((1, self._heads, 0, self._head_dim), dtype=np.float32)
         past: dict[str, npt.NDArray[np.float32]] = {}
         for layer in self._layers:
