@@ -46,7 +46,7 @@ PIECE_SECONDS = 16.0  # longest stretch decoded at once; longer audio is cut at 
 CUT_SEARCH_SECONDS = 6.0  # where to look for that point: the last seconds of a full piece
 CUT_FRAME = 1600  # 100 ms
 TOKENS_PER_SECOND = 8  # decode budget; speech needs about 4, a loop more
-PAD_SECONDS = 0.25  # silence added on both sides of each piece
+PAD_SECONDS = 0.1  # silence added on both sides of each piece
 _SPACE = "\u2581"
 
 
