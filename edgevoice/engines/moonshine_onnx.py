@@ -25,10 +25,12 @@ import numpy.typing as npt
 
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.engines.onnx_session import open_session
+from edgevoice.engines.speech_evidence import speech_evidence
 from edgevoice.engines.whispercpp import (
     DEFAULT_PHANTOM_PHRASES,
     MIN_SECONDS,
     NOISE_FLATNESS,
+    SAID_PHANTOM_PHRASES,
     SILENCE_PEAK,
     collapse_repeated_sentences,
     phantom_reason,
@@ -162,6 +164,12 @@ class MoonshineOnnxRecognizer:
         if not text:
             return Transcript(text="", filtered="no_speech")
         reason = phantom_reason(text, self.phantom_phrases)
+        if (
+            reason is not None
+            and reason.removeprefix("phrase:") in SAID_PHANTOM_PHRASES
+            and speech_evidence(samples).spoken
+        ):
+            reason = None  # "Thank you." that was said, not made up
         if reason is not None:
             return Transcript(text="", filtered=reason)
         confidence = math.exp(sum(logps) / len(logps)) if logps else None
