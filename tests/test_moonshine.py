@@ -115,6 +115,15 @@ def test_a_moonshine_model_not_installed_names_the_file_and_its_checksum(tmp_pat
         app_engines.open_recognizer(config, ModelStore(tmp_path))
 
 
+def test_moonshine_told_another_language_is_refused_as_english_only(tmp_path: Path) -> None:
+    from edgevoice.config_check import check_language
+    from edgevoice.errors import ConfigError
+
+    config = config_from_dict({"models": {"asr": NAME}, "asr": {"language": "de"}})
+    with pytest.raises(ConfigError, match="English-only"):
+        check_language(config, tmp_path / "moonshine-tiny-en.encoder.ort")  # never read as a whisper file
+
+
 # -- the real model -----------------------------------------------------------------------------------------------
 
 
