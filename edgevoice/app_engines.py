@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from edgevoice.config import Config
-from edgevoice.models.configured import piper_files, resolve
+from edgevoice.models.configured import manifest_model, moonshine_files, piper_files, resolve
 from edgevoice.models.store import ModelStore
 
 if TYPE_CHECKING:
     from edgevoice.engines.llamacpp import LlamaCppModel
+    from edgevoice.engines.moonshine_onnx import MoonshineOnnxRecognizer
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.engines.smart_turn_onnx import SmartTurn
@@ -77,14 +78,26 @@ def open_recognizer(
     audio_ctx: int | None = None,
     initial_prompt: str | None = None,
     phantom_filters: bool = True,
-) -> WhisperCppRecognizer:
+) -> WhisperCppRecognizer | MoonshineOnnxRecognizer:
     """The recognizer ``[models] asr`` (or ``name``) with ``[asr]``'s threads, audio context, language and prompt;
     ``phantom_filters=False`` turns off what drops text heard in no speech (the no-speech threshold, the noise test
-    and the phantom phrases), to measure what they catch."""
+    and the phantom phrases), to measure what they catch. The engine follows the manifest entry's main file: an
+    ``ort`` model is Moonshine (which takes no audio context, language or prompt), anything else whisper.cpp."""
     from edgevoice.engines.whispercpp import WhisperCppRecognizer
 
     a = config.asr
-    path = resolve(store, "asr", _or(name, config.models.asr))
+    value = _or(name, config.models.asr)
+    spec = manifest_model(store, "asr", value)
+    if spec is not None and spec.output().format == "ort":
+        from edgevoice.engines.moonshine_onnx import MoonshineOnnxRecognizer
+
+        files = moonshine_files(store, spec.name)
+        if phantom_filters:
+            return MoonshineOnnxRecognizer(*files, threads=_or(threads, a.threads))
+        return MoonshineOnnxRecognizer(
+            *files, threads=_or(threads, a.threads), noise_flatness=None, phantom_phrases=frozenset()
+        )
+    path = resolve(store, "asr", value)
     threads, audio_ctx = _or(threads, a.threads), _or(audio_ctx, a.audio_ctx)
     prompt = _or(initial_prompt, a.initial_prompt)
     if phantom_filters:

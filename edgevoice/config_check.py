@@ -175,7 +175,7 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
     """Each configured model installed and verified (hashed where its stamp no longer matches); the embedding model
     only with ``[kiosk] semantic``, and its absence is a warning (the kiosk then matches by words). Returns the
     recognizer's file when it checked out."""
-    from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve
+    from edgevoice.models.configured import embedder_files, model_store, moonshine_files, piper_files, resolve
 
     store = model_store(config)
     m = config.models
@@ -192,6 +192,8 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
                     raise ModelMissingError(f"no {voice_config} (the voice's config, beside its model)")
             elif key == "embed":
                 found[key] = embedder_files(store, value)["weights"]
+            elif key == "asr" and spec is not None and spec.output().format == "ort":
+                found[key] = moonshine_files(store, value)[0]  # all three files checked
             else:
                 found[key] = resolve(store, key, value)
         except EdgeVoiceError as exc:
@@ -225,7 +227,7 @@ def check_language(config: Config, asr_path: Path | None) -> None:
     if asr_path is not None:
         from edgevoice.models.whisper_ggml import inspect_ggml
 
-        multilingual = inspect_ggml(asr_path).hparams.is_multilingual
+        multilingual = asr_path.suffix != ".ort" and inspect_ggml(asr_path).hparams.is_multilingual  # Moonshine: en
         named = f"{asr_path.name}"
     else:
         multilingual = not re.search(r"\.en($|[._-])", Path(config.models.asr).name)
