@@ -1,7 +1,8 @@
 """The application assembled from the config, its one composition root: the engines (manifest names or one's own
 model files, checked before loading), the end-of-turn model, the kiosk, the assistant and, for ``edgevoice run``, the
 live loop with its metrics, presynthesis, model recheck and admin page (:func:`load_models`, :func:`build_appliance`).
-It sits above the stages (engines, kiosk, reply, live, admin), which never import it."""
+Each engine is opened by :mod:`edgevoice.app_engines`. The application sits above the stages (engines, kiosk, reply,
+live, admin), which never import it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from edgevoice.app_engines import open_llm, open_recognizer, open_turn_model, open_vad, open_voice, open_wake_word
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.errors import ModelMissingError
@@ -20,15 +22,17 @@ from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
 from edgevoice.live.events import LoopEvent, ReplyFinished
-from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve, voice_id
+from edgevoice.models.configured import embedder_files, model_store, piper_files, voice_id
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
 if TYPE_CHECKING:
     from edgevoice.admin.appliance import AdminHandle
     from edgevoice.converse import Assistant
+    from edgevoice.display.server import DisplayHandle
     from edgevoice.engines.minilm import MiniLmEmbedder
     from edgevoice.engines.smart_turn_onnx import SmartTurn
+    from edgevoice.engines.wake_word import MicroWakeWord
     from edgevoice.interfaces import LanguageModel
     from edgevoice.live.assistant import LiveAssistant
     from edgevoice.live.loop import Turn
@@ -51,13 +55,7 @@ T = TypeVar("T")
 
 def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engines, dict[str, float]]:
     """Load every engine; return them with the load time of each (seconds)."""
-    from edgevoice.engines.llamacpp import LlamaCppModel
-    from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.engines.silero_onnx import SileroVad
-    from edgevoice.engines.whispercpp import WhisperCppRecognizer
-
     store = store or model_store(config)
-    m = config.models
     loaded: list[object] = []
     times: dict[str, float] = {}
 
@@ -69,55 +67,22 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
         return engine
 
     try:
-        vad = timed("vad", lambda: SileroVad(resolve(store, "vad", m.vad), threads=config.vad.threads))
-        asr = timed(
-            "asr",
-            lambda: WhisperCppRecognizer(
-                resolve(store, "asr", m.asr),
-                threads=config.asr.threads,
-                audio_ctx=config.asr.audio_ctx,
-                language=config.asr.language,
-                initial_prompt=config.asr.initial_prompt,
-            ),
-        )
-        c = config.llm
-        llm: LanguageModel = timed(
-            "llm",
-            lambda: LlamaCppModel(
-                resolve(store, "llm", m.llm),
-                n_ctx=c.n_ctx,
-                threads=c.threads,
-                n_batch=c.n_batch,
-                n_gpu_layers=c.n_gpu_layers,
-                seed=c.seed,
-                temperature=c.temperature,
-                top_p=c.top_p,
-                repeat_penalty=c.repeat_penalty,
-            ),
-        )
-        if c.backend == "openai":
+        vad = timed("vad", lambda: open_vad(config, store))
+        asr = timed("asr", lambda: open_recognizer(config, store))
+        llm: LanguageModel = timed("llm", lambda: open_llm(config, store))
+        if config.llm.backend == "openai":
             local = llm
             llm = timed("llm_remote", lambda: hedged_model(config, local))
             loaded.remove(local)  # the hedge owns the local model now: closing it closes both
-        onnx, voice_config = piper_files(store, m.tts)
-        voice = timed(
-            "tts",
-            lambda: PiperSynthesizer(
-                onnx,
-                voice_config,
-                threads=config.tts.threads,
-                length_scale=config.tts.length_scale,
-                sentence_silence_ms=config.tts.sentence_silence_ms,
-                provider=config.tts.provider,
-            ),
-        )
+        files = piper_files(store, config.models.tts)
+        voice = timed("tts", lambda: open_voice(config, store, files=files))
     except BaseException:
         for engine in loaded:
             getattr(engine, "close", lambda: None)()
         raise
     tts: Synthesizer = voice
     if config.tts.presynthesize:
-        tts = cached_voice(voice, config, voice_id(store, (onnx, voice_config), voice.settings))
+        tts = cached_voice(voice, config, voice_id(store, files, voice.settings))
     return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times
 
 
@@ -151,10 +116,7 @@ def cached_voice(voice: Synthesizer, config: Config, voice_id: str) -> CachedSyn
 
 def load_turn_model(config: Config, store: ModelStore | None = None) -> SmartTurn:
     """The end-of-turn model (Smart Turn v3.x ONNX)."""
-    from edgevoice.engines.smart_turn_onnx import SmartTurn
-
-    store = store or model_store(config)
-    return SmartTurn(resolve(store, "turn", config.models.turn), threads=1)
+    return open_turn_model(config, store or model_store(config))
 
 
 def load_embedder(config: Config, store: ModelStore | None = None) -> MiniLmEmbedder:
@@ -337,15 +299,24 @@ class Appliance:
     live: LiveAssistant
     turns: TurnRecords
     admin: AdminHandle | None = None
+    display: DisplayHandle | None = None
 
     def start_services(self, monitor: ServiceMonitor) -> None:
-        """Once the loop is ready: the model recheck, the admin page, the presynthesis, in that order."""
+        """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
         from edgevoice.admin.appliance import LiveAppliance, start_admin
+        from edgevoice.display.server import start_display
 
         self.recheck.start()
         live = self.live
         self.admin = start_admin(self.config, LiveAppliance(self.config, self.assistant, monitor, lambda: live))
         self.turns.admin = self.admin
+        assistant = self.assistant
+        self.display = start_display(
+            self.config.display,
+            live.loop.bus,
+            live.activation,
+            lambda: [entry.question for entry in assistant.kiosk.entries],  # the knowledge as reloaded
+        )
         if self.presynthesis is not None:
             self.presynthesis.start()
 
@@ -353,6 +324,8 @@ class Appliance:
         """Stop the recheck, the admin page, the assistant's background work and the presynthesis (the models are
         :meth:`LoadedModels.close`'s)."""
         self.recheck.close()
+        if self.display is not None:
+            self.display.close()
         if self.admin is not None:
             self.admin.close()
         self.assistant.close()
@@ -382,6 +355,8 @@ def build_appliance(
     turns = TurnRecords(emit, recorder, models.exporter, models.engines.synthesizer.sample_rate)
     assistant: Assistant | None = None
     presynthesis: Presynthesis | None = None
+    wake_word: MicroWakeWord | None = None
+    live: LiveAssistant | None = None
     try:
         assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
         assistant.warm_up()
@@ -395,7 +370,8 @@ def build_appliance(
                 disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
                 idle=idle,
             )
-        live = LiveAssistant(config, models.engines, models.turn_model, assistant.responder)
+        wake_word = open_wake_word(config)
+        live = LiveAssistant(config, models.engines, models.turn_model, assistant.responder, wake_word=wake_word)
         turns.timeline, turns.echo = live.timeline, live.reply_echo
         live.loop.bus.subscribe(turns, name="records", maxsize=RECORDS_QUEUE)
     except BaseException:
@@ -404,6 +380,8 @@ def build_appliance(
             assistant.close()
         if presynthesis is not None:
             presynthesis.close()
+        if wake_word is not None and live is None:
+            wake_word.close()
         raise
     idle.follow(live.loop.idle)
     return Appliance(config, models, recheck, assistant, presynthesis, live, turns)

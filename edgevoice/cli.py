@@ -77,17 +77,17 @@ def _cmd_converse(args: argparse.Namespace) -> int:
 
 
 def _cmd_say(args: argparse.Namespace) -> int:
+    from edgevoice.app_engines import open_voice
     from edgevoice.audio.files import check_output_path, write_wav
-    from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.models.configured import model_store, piper_files
+    from edgevoice.models.configured import model_store
     from edgevoice.reply.speech_text import normalize_for_speech
 
     config = find_config(args.config)
     check_output_path(args.out)
-    onnx, voice_config = piper_files(model_store(config), config.models.tts)
     import numpy as np
 
-    tts = PiperSynthesizer(onnx, voice_config, threads=config.tts.threads, length_scale=config.tts.length_scale)
+    # as it always spoke: [tts]'s threads and speed, no pause between sentences, on the CPU
+    tts = open_voice(config, model_store(config), sentence_silence_ms=0, provider="cpu")
     audio = np.concatenate(list(tts.synthesize(normalize_for_speech(args.text))))
     write_wav(args.out, audio, tts.sample_rate)
     seconds = len(audio) / tts.sample_rate

@@ -122,8 +122,8 @@ def check_answer_lengths(config: Config, entries: Sequence[Entry], warnings: lis
 
 def check_own_paths(config: Config, report: ConfigReport) -> None:
     """The sockets and files the service creates hold nothing it must not replace (:mod:`edgevoice.ownership`): the
-    metrics socket and textfile, the admin page's and the trigger's Unix sockets, the debug recorder's directory.
-    `edgevoice run` makes this check before loading a model."""
+    metrics socket and textfile, the admin page's, the display's and the trigger's Unix sockets, the debug recorder's
+    directory. `edgevoice run` makes this check before loading a model."""
     from edgevoice.admin.server import check_socket_path
     from edgevoice.config.admin_listen import effective_admin_listen
     from edgevoice.config.listen_address import effective_listen
@@ -137,6 +137,11 @@ def check_own_paths(config: Config, report: ConfigReport) -> None:
     admin = effective_admin_listen(config.admin.listen)
     if admin.startswith("unix:"):
         report.check(lambda: check_socket_path(admin[5:], report.warnings))
+    display = config.display.listen
+    if display.startswith("unix:"):
+        from edgevoice.ownership import check_socket
+
+        report.check(lambda: check_socket("display.listen", display[5:], report.warnings))
     report.check(lambda: check_activation_socket(config.activation, report.warnings))
     if config.debug.record_turns > 0:
         record_dir = config.debug.record_dir
@@ -170,7 +175,7 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
     """Each configured model installed and verified (hashed where its stamp no longer matches); the embedding model
     only with ``[kiosk] semantic``, and its absence is a warning (the kiosk then matches by words). Returns the
     recognizer's file when it checked out."""
-    from edgevoice.models.configured import embedder_files, model_store, piper_files, resolve
+    from edgevoice.models.configured import embedder_files, model_store, moonshine_files, piper_files, resolve
 
     store = model_store(config)
     m = config.models
@@ -187,6 +192,8 @@ def _check_models(config: Config, report: ConfigReport) -> Path | None:
                     raise ModelMissingError(f"no {voice_config} (the voice's config, beside its model)")
             elif key == "embed":
                 found[key] = embedder_files(store, value)["weights"]
+            elif key == "asr" and spec is not None and spec.output().format == "ort":
+                found[key] = moonshine_files(store, value)[0]  # all three files checked
             else:
                 found[key] = resolve(store, key, value)
         except EdgeVoiceError as exc:
@@ -220,7 +227,7 @@ def check_language(config: Config, asr_path: Path | None) -> None:
     if asr_path is not None:
         from edgevoice.models.whisper_ggml import inspect_ggml
 
-        multilingual = inspect_ggml(asr_path).hparams.is_multilingual
+        multilingual = asr_path.suffix != ".ort" and inspect_ggml(asr_path).hparams.is_multilingual  # Moonshine: en
         named = f"{asr_path.name}"
     else:
         multilingual = not re.search(r"\.en($|[._-])", Path(config.models.asr).name)

@@ -62,6 +62,17 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "audio_unreadable": ErrorCode(EXIT_ERROR, "an input audio file is not a readable audio file"),
     "bus_full": ErrorCode(EXIT_ERROR, "the live loop's event bus has as many subscribers as it takes"),
     "config_invalid": ErrorCode(EXIT_ERROR, "a configuration value is unknown, of the wrong type or out of range"),
+    "display_bad_request": ErrorCode(
+        EXIT_ERROR, "a request to the display's talk button is not an action it takes (HTTP 400)"
+    ),
+    "display_full": ErrorCode(
+        EXIT_ERROR, "as many pages follow the display as `[display] max_clients` allows (HTTP 503)"
+    ),
+    "display_method_not_allowed": ErrorCode(EXIT_ERROR, "the display's event stream takes GET only (HTTP 405)"),
+    "display_no_button": ErrorCode(
+        EXIT_ERROR, "the activation mode is `always`: the display has no talk button (HTTP 409)"
+    ),
+    "display_not_found": ErrorCode(EXIT_ERROR, "no such file in the display's page (HTTP 404)"),
     "edgevoice_error": ErrorCode(EXIT_ERROR, "an error without a code of its own"),
     "fault_injection": ErrorCode(EXIT_ERROR, "a test-only fault-injection setting cannot be parsed"),
     "injected_fault": ErrorCode(EXIT_ERROR, "a fault injected on purpose by a test"),

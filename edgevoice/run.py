@@ -88,7 +88,7 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
                     progress=lambda: live.loop.samples_in,
                     input_alive=lambda: live.input is not None and live.input.is_alive(max_gap_s=1.0),
                     output_alive=lambda: live.output is not None and live.output.is_alive(max_gap_s=1.0),
-                    errors=lambda: len(live.loop.errors),
+                    errors=lambda: live.loop.failures,
                 ),
                 load_ms,
             )
@@ -121,5 +121,5 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
         raise appliance.recheck.error
     errors = live.loop.errors
     if errors:
-        print(f"edgevoice: {len(errors)} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
+        print(f"edgevoice: {live.loop.failures} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
     return EXIT_BROKEN_PIPE if reader_gone.is_set() else 0

@@ -18,9 +18,9 @@ import threading
 import time
 
 from edgevoice.app import cached_voice
+from edgevoice.app_engines import open_voice
 from edgevoice.clock import MonotonicClock
 from edgevoice.config import Config
-from edgevoice.engines.piper_onnx import PiperSynthesizer
 from edgevoice.events import Transcript
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.models.configured import model_store, piper_files, voice_id
@@ -65,10 +65,7 @@ def main() -> int:
     config = Config()
     store = model_store(config)
     files = piper_files(store, config.models.tts)
-    piper = PiperSynthesizer(
-        *files, threads=config.tts.threads, length_scale=config.tts.length_scale,
-        sentence_silence_ms=config.tts.sentence_silence_ms,
-    )  # fmt: skip
+    piper = open_voice(config, store, files=files, provider="cpu")
     kiosk = Kiosk.from_config(config)  # words only: grounding is the same for both variants
     voice = cached_voice(piper, config, voice_id(store, files, piper.settings))
     t = time.perf_counter()

@@ -64,6 +64,7 @@ class Session:
                 time.sleep(max(0.0, start + i / RATE - time.monotonic()))
             self.capture(audio[i : i + 320].astype(np.float32))
         assert poll(self.loop.idle, timeout), "the loop did not settle"
+        assert self.loop.bus.wait_delivered(timeout), "the turns' records were not delivered"
         assert not [e for e in self.loop.errors if e.code != "llm_interrupted"], self.loop.errors
         return self.turns[before:]
 

@@ -1,4 +1,10 @@
-"""The live loop's logic with fake engines and in-memory rings: turns, replies, barge-in, history, shutdown."""
+"""The live loop on its real threads, with fake engines, in-memory rings and a stand-in for the output device: what
+only the threads together can show (a turn handed from the listener's thread to the responder's, barge-in flushing the
+playing output, the capture callback pausing it, a hung engine while the listener ticks on, close() joining every
+thread). Each test's docstring says what about the threading it tests.
+
+Which turn is committed when, rejoin, withdrawal, the reply begun early, the pause's verdicts and activation are
+stepped on a manual clock, without threads: tests/test_loop_order.py, test_pause_order.py, test_activation_order.py."""
 
 from __future__ import annotations
 
@@ -15,26 +21,17 @@ from edgevoice.audio.capture import CaptureFrontEnd
 from edgevoice.audio.ring import SharedRing
 from edgevoice.clock import ManualClock
 from edgevoice.config import Config
-from edgevoice.events import Transcript
 from edgevoice.kiosk.prompt import prefix_messages
-from edgevoice.listen.endpointing import EndpointingConfig, TurnEndReason
+from edgevoice.listen.endpointing import EndpointingConfig
 from edgevoice.listen.turn import Turn
 from edgevoice.live.events import Fallback, FallbackReason, LoopEvent, Partial, ReplyFinished
 from edgevoice.live.loop import LoopOptions, VoiceLoop
 from edgevoice.reply.responder import Responder
 from edgevoice.reply.trace import ReplyTrace
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth
+from tests.stepped_loop import FALLBACK, CompleteTurn, EnergyVad, silence, speech
 
-
-class EnergyVad:
-    sample_rate = RATE
-    frame_samples = 512
-
-    def reset(self) -> None:
-        pass
-
-    def probability(self, frame: np.ndarray) -> float:
-        return 0.9 if np.abs(frame).max() > 0.05 else 0.02
+__all__ = ["CompleteTurn", "EnergyVad", "rings", "silence", "speech"]  # shared with the other loop tests
 
 
 class CountingVad(EnergyVad):
@@ -48,25 +45,6 @@ class CountingVad(EnergyVad):
         if self.frames <= 0:
             self.heard.set()
         return super().probability(frame)
-
-
-class CompleteTurn:
-    sample_rate = RATE
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def probability_complete(self, audio: np.ndarray) -> float:
-        self.calls += 1
-        return 0.9
-
-
-def speech(seconds: float) -> np.ndarray:
-    return (0.3 * np.sin(np.arange(int(seconds * RATE)) / 3.0)).astype(np.float32)
-
-
-def silence(seconds: float) -> np.ndarray:
-    return np.zeros(int(seconds * RATE), dtype=np.float32)
 
 
 class SlowSynth(FakeSynth):
@@ -197,6 +175,8 @@ class AskedLlm(FakeLlm):
 
 
 def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Threads: the listener's thread hands the turn to the responder's, whose trace comes only once the output
+    device's thread has played the reply out of the ring."""
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
     with running(loop) as player:
@@ -214,6 +194,8 @@ def test_a_turn_is_answered_and_remembered(rings: tuple[SharedRing, SharedRing])
 
 
 def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Threads: a barge-in told on the listener's thread flushes what the output device's thread has not played yet
+    and cancels the responder's thread mid-reply; the history keeps what the device played."""
     mic, spk = rings
     clock = ManualClock()
     loop, responder, traces, done = make_loop(
@@ -238,222 +220,18 @@ def test_barge_in_flushes_output_cancels_and_keeps_only_what_was_played(rings: t
     assert 0 < len(assistant) < len(trace.clauses[0].text) + 3
 
 
-def voiced(seconds: float, level: float) -> np.ndarray:
-    """Speech to the fake VAD at ``level``, which :class:`PartsRecognizer` tells apart."""
-    return (level * np.sign(np.sin(np.arange(1, int(seconds * RATE) + 1) / 3.0))).astype(np.float32)
-
-
-class PartsRecognizer(FakeRecognizer):
-    """Hears the first part of a question in audio at level 0.3 and its rest at 0.2."""
-
-    PARTS = ((0.3, "Where is the cafe"), (0.2, "on the first floor?"))
-
-    def __init__(self) -> None:
-        super().__init__("", ManualClock(), seconds=0.0)
-
-    def transcribe(self, audio: np.ndarray, *, prompt: str = "") -> Transcript:
-        self.heard.append(len(audio))
-        levels = np.round(np.abs(audio), 3)
-        return Transcript(" ".join(text for level, text in self.PARTS if np.any(levels == level)))
-
-
-@pytest.mark.parametrize(
-    ("rejoin_ms", "heard_s", "rejoined"),
-    [(1000, 0.0, True), (0, 0.0, False), (1000, 0.6, False)],
-    ids=["goes on", "rejoin off", "after hearing the reply"],
-)
-def test_speech_right_after_a_commit_goes_on_with_that_turn_and_the_whole_is_answered(
-    rings: tuple[SharedRing, SharedRing], rejoin_ms: int, heard_s: float, rejoined: bool
-) -> None:
-    mic, spk = rings
-    turns: list[Turn] = []
-    llm = FakeLlm("The cafe is on the first floor next to the shop.", ManualClock(), per_token=0.0)
-    loop, responder, traces, _ = make_loop(
-        mic, spk, "", SlowSynth(ManualClock()), endpoint=EndpointingConfig(rejoin_ms=rejoin_ms), turns=turns,
-        llm=llm, recognizer=PartsRecognizer(),
-    )  # fmt: skip
-    with running(loop) as player:
-        # half a question and a pause long enough to end the turn; its reply begins, and the visitor goes on over it
-        # (a barge-in) after hearing ``heard_s`` of it, 0.3 + heard_s seconds after the half
-        mic.write(np.concatenate([silence(0.3), voiced(1.0, 0.3), silence(0.3)]))
-        assert player.wait_played(0.1)
-        mic.write(np.concatenate([silence(heard_s), voiced(1.0, 0.2), silence(1.0)]))
-        deadline = time.monotonic() + 10
-        while len(traces) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    first, second = traces
-    assert first.transcript == "Where is the cafe" and first.cancelled  # its reply cut at once
-    assert loop.barge_ins == 1
-    if rejoined:
-        # the second turn holds both parts and the whole is answered; the half left the conversation
-        assert turns[1].continues == turns[0].turn_id
-        assert second.transcript == "Where is the cafe on the first floor?"
-        assert len(turns[1].audio) / RATE > 2.0
-        assert llm.prompts[-1][-1].content == second.transcript
-        assert [m.content for m in responder.history] == [second.transcript, second.reply]
-        # only the new part was decoded again: the first part's words were carried
-        assert max(responder.recognizer.heard[-2:]) / RATE < 2.0  # type: ignore[attr-defined]
-    else:  # a question of its own: the rest alone, after the cut exchange
-        assert turns[1].continues is None
-        assert second.transcript == "on the first floor?"
-        assert [m.content for m in responder.history][::2] == ["Where is the cafe", "on the first floor?"]
-
-
-class WordsJudge:
-    """A text end-of-turn judge that gives ``p`` and keeps what it was asked about."""
-
-    def __init__(self, p: float) -> None:
-        self.p, self.texts, self.threads = p, [], []  # type: ignore[var-annotated]
-
-    def probability_complete(self, text: str) -> float:
-        self.texts.append(text)
-        self.threads.append(threading.current_thread().name)
-        return self.p
-
-
-def test_the_words_are_not_judged_when_the_check_is_off(rings: tuple[SharedRing, SharedRing]) -> None:
-    mic, spk = rings
-    judge = WordsJudge(0.0)
-    off = EndpointingConfig(text_incomplete_below=0.0)
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=off)
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
-        assert done.wait(10)
-    assert judge.texts == [] and traces[0].reply == "Upstairs."
-
-
-@pytest.mark.parametrize(("p", "reason"), [(0.001, "silence_timeout"), (0.3, "complete")])
-def test_a_pause_that_sounds_complete_waits_when_its_words_do_not_end_a_sentence(
-    rings: tuple[SharedRing, SharedRing], p: float, reason: str
-) -> None:
-    mic, spk = rings
-    judge, turns = WordsJudge(p), []  # type: ignore[var-annotated]
-    endpoint = EndpointingConfig(text_incomplete_below=0.005)
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint)
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
-        assert done.wait(10)
-    # the speculative transcript, at the visitor's silence; before it, a partial transcript read ahead, if one was
-    # decoded before the silence
-    assert judge.texts[-1] == "Where is the cafe?" and len(judge.texts) <= 1 + loop.asr.partials
-    (turn,) = turns
-    assert turn.reason == reason
-    silence_s = turn.committed_t - turn.speech_end_t
-    if reason == "complete":
-        assert silence_s < 0.5
-    else:  # held for the incomplete wait, then ended by the silence
-        assert silence_s >= EndpointingConfig().incomplete_max_silence_ms / 1000 - 0.05
-    assert traces[0].reply == "Upstairs."
-
-
-@pytest.mark.parametrize(("p", "started"), [(0.001, 0), (0.3, 1)])
-def test_the_words_are_judged_beside_smart_turn_and_a_reply_begins_only_after_a_whole_sentence(
-    rings: tuple[SharedRing, SharedRing], p: float, started: int
-) -> None:
-    mic, spk = rings
-    judge = WordsJudge(p)
-    endpoint = EndpointingConfig(text_incomplete_below=0.005)
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=endpoint, speculative_reply=True)
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
-        assert done.wait(10)
-    # the recognition worker asks, right after its decode, while the listener asks Smart Turn about the sound
-    assert set(judge.threads) == {"edgevoice-asr"}
-    # half a sentence gets no reply begun for it; a whole one gets it, and it is the one heard
-    assert loop.speculation.counts["started"] == started
-    assert loop.speculation.counts["adopted"] == started
-    assert traces[0].reply == "Upstairs."
-
-
-def test_a_turn_with_nothing_recognized_ends_without_waiting_for_a_verdict_on_no_words(
-    rings: tuple[SharedRing, SharedRing],
-) -> None:
-    mic, spk = rings
-    judge, turns = WordsJudge(0.3), []  # type: ignore[var-annotated]
-    endpoint = EndpointingConfig(text_incomplete_below=0.005)
-    loop, responder, traces, done = make_loop(
-        mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint, speculative_reply=True
-    )
-    responder.recognizer.text = ""  # type: ignore[attr-defined]  # a cough, a door: speech to the VAD, no words
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(1.0)]))
-        assert done.wait(10)
-    # the listener is told that the speculative decode heard nothing and that there are no words to judge (it used to
-    # wait 0.4 s for a decode and 1.5 s for a verdict that never came); nothing is judged, begun, prefilled or said
-    assert loop.speculation.decoded.is_set() and loop.speculation.judged.is_set()
-    assert loop.speculation.words_complete is None
-    assert [t.reason for t in turns] == ["complete"] and traces[0].reply == ""
-    assert "" not in judge.texts and loop.speculative_replies["started"] == 0
-
-
-@pytest.mark.parametrize("goes_on", [False, True])
-def test_an_unsure_pause_keeps_the_reply_begun_for_it_until_its_shorter_silence_ends_the_turn(
-    rings: tuple[SharedRing, SharedRing], goes_on: bool
-) -> None:
-    mic, spk = rings
-    # words between text_incomplete_below and text_complete_at, a sound that is not sure: unsure
-    judge, turns = WordsJudge(0.03), []  # type: ignore[var-annotated]
-    endpoint = EndpointingConfig(text_incomplete_below=0.005)
-    loop, _, traces, done = make_loop(
-        mic, spk, "Upstairs.", text_turn=judge, turns=turns, endpoint=endpoint, speculative_reply=True
-    )
-    with running(loop):
-        if goes_on:  # the visitor goes on 0.5 s into the pause: no reply to the first half
-            mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.5), speech(1.0), silence(2.0)]))
-        else:
-            mic.write(np.concatenate([silence(0.3), speech(1.0), silence(2.0)]))
-        assert done.wait(10)
-        time.sleep(0.3)  # nothing more comes
-    (turn,) = turns
-    assert turn.reason == "silence_timeout"
-    silence_s = turn.committed_t - turn.speech_end_t
-    assert endpoint.unsure_silence_ms / 1000 - 0.05 <= silence_s < endpoint.incomplete_max_silence_ms / 1000 - 0.2
-    assert len(turn.audio) / RATE > (2.4 if goes_on else 1.2)  # the turn holds what was said after the pause too
-    counts = loop.speculative_replies
-    if goes_on:  # the reply begun at the first pause was dropped (the one for the second may have begun too)
-        assert counts["dropped"] >= 1 and counts["started"] == counts["adopted"] + counts["dropped"]
-    else:  # the reply begun at the pause stood through the wait and is the one heard
-        assert counts == {"started": 1, "adopted": 1, "dropped": 0} and traces[0].speculative_reply
-    assert traces[0].reply == "Upstairs."
-
-
-def test_the_words_judge_reads_the_partial_transcripts_ahead_and_none_once_the_visitor_is_silent(
-    rings: tuple[SharedRing, SharedRing],
-) -> None:
-    mic, spk = rings
-    judge = WordsJudge(0.3)
-    endpoint = EndpointingConfig(text_incomplete_below=0.005)
-    loop, _, traces, done = make_loop(mic, spk, "Upstairs.", text_turn=judge, endpoint=endpoint)
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.5)]))  # a partial transcript after a second of speech
-        deadline = time.monotonic() + 5
-        while not judge.texts and time.monotonic() < deadline:
-            time.sleep(0.01)
-        # read by the judge on the recognition worker as it comes, while the visitor still speaks
-        assert judge.texts == ["Where is the cafe?"] and loop.asr.partials == 1
-        mic.write(np.concatenate([speech(0.5), silence(2.0)]))
-        assert done.wait(10)
-    # the speculative transcript last, at the silence (a partial decoded as the visitor fell silent is not read)
-    assert judge.texts[-1] == "Where is the cafe?" and 2 <= len(judge.texts) <= loop.asr.partials + 1
-    assert set(judge.threads) == {"edgevoice-asr"}
-    assert traces[0].reply == "Upstairs."
-    # after the silence nothing is read ahead: a partial then would hold up the speculative decode
-    read = len(judge.texts)
-    loop.speculation.open_turn(99)
-    loop.speculation.silence(lambda: 1)
-    loop.speculation.on_partial("Where is")
-    assert len(judge.texts) == read
-
-
 class RecordingPrefillLlm(FakeLlm):
-    """Keeps the visitor's words of every prompt it prefills, and the thread that asked."""
+    """Keeps the visitor's words of every prompt it prefills, and the thread that asked; sets ``prefilling`` at the
+    first."""
 
     def __init__(self, reply: str) -> None:
         super().__init__(reply, ManualClock(), per_token=0.0)
         self.prefilled: list[tuple[str, str]] = []
+        self.prefilling = threading.Event()
 
     def prefill(self, messages):  # type: ignore[no-untyped-def]
         self.prefilled.append((messages[-1].content, threading.current_thread().name))
+        self.prefilling.set()
         return 1
 
 
@@ -461,17 +239,17 @@ class RecordingPrefillLlm(FakeLlm):
 def test_a_partial_transcript_is_prefilled_while_the_visitor_speaks(
     rings: tuple[SharedRing, SharedRing], on: bool
 ) -> None:
+    """Threads: the prefill thread takes the partial transcript from the recognition worker while the listener's
+    thread still hears the visitor speak; none is taken once the visitor is silent."""
     mic, spk = rings
     llm = RecordingPrefillLlm("Upstairs.")
     loop, _, traces, done = make_loop(mic, spk, "Upstairs.", llm=llm, prefill_while_speaking=on)
+    partial = threading.Event()
+    loop.bus.subscribe(lambda event: partial.set() if isinstance(event, Partial) else None, name="test-partials")
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.5)]))  # a partial transcript after a second of speech
-        deadline = time.monotonic() + 5
-        while (not llm.prefilled if on else loop.asr.partials == 0) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not on:
-            time.sleep(0.2)  # time enough for a prefill that should not come
-        # on its own thread, before the visitor has stopped speaking
+        # with the option, on its own thread, before the visitor has stopped speaking; without, no prefill thread
+        assert (llm.prefilling if on else partial).wait(10)
         assert llm.prefilled == ([("Where is the cafe?", "edgevoice-prefill")] if on else [])
         mic.write(np.concatenate([speech(0.5), silence(2.0)]))
         assert done.wait(10)
@@ -483,96 +261,17 @@ def test_a_partial_transcript_is_prefilled_while_the_visitor_speaks(
     assert set(threads[threads.index("edgevoice-asr") :]) <= {"edgevoice-asr", "edgevoice-responder"}
 
 
-def test_silence_gives_no_turn_and_close_is_prompt(rings: tuple[SharedRing, SharedRing]) -> None:
+def test_close_ends_the_threads_of_a_loop_listening_to_silence(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Threads: close() stops the listener's thread between two frames and the responder's thread waiting for a turn,
+    and says that both ended within its time limit."""
     mic, spk = rings
     loop, _, traces, _ = make_loop(mic, spk, "Never.")
     vad = loop.listener.vad = CountingVad(int(1.9 * RATE / 512))
     loop.start()
     mic.write(silence(2.0))
     assert vad.heard.wait(5)
-    t = time.monotonic()
-    loop.close()
-    assert time.monotonic() - t < 2.0
+    assert loop.close(timeout=2.0)  # True: every thread joined within close's own limit
     assert traces == [] and loop.listener.turn_model.calls == 0  # type: ignore[attr-defined]
-
-
-def test_a_turn_cut_at_max_turn_s_is_answered_once_the_visitor_pauses(rings: tuple[SharedRing, SharedRing]) -> None:
-    mic, spk = rings
-    turns: list[Turn] = []
-    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0), turns=turns)
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
-        assert done.wait(10)
-    (turn,) = turns
-    assert len(traces) == 1 and turn.reason is TurnEndReason.MAX_LENGTH
-    # speech from frame 9 (0.288 s), confirmed in frame 12, is cut 2 s after its onset, in frame 71: the turn keeps
-    # the preroll (the 10 frames up to the confirmation) and what came until the cut, not the speech that went on
-    assert (turn.audio.start, len(turn.audio)) == (3 * 512, (72 - 3) * 512)
-    # speech ends in frame 90; six silent frames (192 ms) later, at the end of frame 96, the turn is answered
-    assert turn.committed_t == pytest.approx(97 * 512 / RATE)
-
-
-class VadBrokenAt(EnergyVad):
-    """Raises an unexpected error on its ``n``-th frame."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def probability(self, frame: np.ndarray) -> float:
-        self.n -= 1
-        if self.n == 0:
-            raise RuntimeError("vad exploded")
-        return super().probability(frame)
-
-
-def test_a_listener_error_while_a_cut_turn_waits_still_answers_it(rings: tuple[SharedRing, SharedRing]) -> None:
-    mic, spk = rings
-    loop, _, traces, done = make_loop(mic, spk, "Yes.", endpoint=EndpointingConfig(max_turn_s=2.0))
-    loop.listener.vad = VadBrokenAt(80)  # the turn is cut in frame 71; the visitor goes on until frame 90
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(2.6), silence(0.6)]))
-        assert done.wait(10)
-    assert [e.code for e in loop.errors] == ["stage_unexpected"]
-    assert len(traces) == 1 and traces[0].reply == "Yes."
-
-
-class FlakyLlm(FakeLlm):
-    """Raises an unexpected error on its first reply, then works."""
-
-    def stream_reply(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
-        if not self.prompts:
-            self.prompts.append(list(messages))
-            raise RuntimeError("engine crashed")
-        yield from super().stream_reply(messages, max_tokens=max_tokens)
-
-
-FALLBACK = np.full(2205, -0.2, dtype=np.float32)
-"""Stands in for the synthesized fallback phrase: a level no fake reply has."""
-
-
-def test_a_crashing_stage_gets_the_fallback_phrase_and_the_next_turn_works(
-    rings: tuple[SharedRing, SharedRing],
-) -> None:
-    mic, spk = rings
-    loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
-    loop.output.fallback_audio, loop.output.fallback_text = FALLBACK, "Sorry?"
-    responder.llm = FlakyLlm("It is upstairs.", ManualClock(), per_token=0.0)
-    with running(loop) as player:
-        mic.write(np.concatenate([silence(0.3), speech(0.8), silence(1.5)]))  # a question of its own next
-        assert done.wait(10)
-        done.clear()
-        mic.write(np.concatenate([speech(0.8), silence(0.6)]))
-        assert done.wait(10)
-    (error,) = loop.errors
-    assert error.code == "stage_unexpected" and "engine crashed" in str(error)
-    assert [t.reply for t in traces] == ["Sorry?", "It is upstairs."]
-    assert [t.fallback for t in traces] == ["error", None] and traces[0].error == "stage_unexpected"
-    assert not traces[0].cancelled  # a failure, not a barge-in
-    audio = np.concatenate(player.played)
-    assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)  # the whole phrase played, once
-    assert np.flatnonzero(np.isclose(audio, -0.2))[-1] < np.flatnonzero(np.isclose(audio, 0.1))[0]  # before turn 2
-    # the failed turn left no trace in the conversation
-    assert [m.content for m in responder.history] == ["Where is the cafe?", "It is upstairs."]
 
 
 class HangingLlm(FakeLlm):
@@ -593,6 +292,9 @@ class HangingLlm(FakeLlm):
 def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_dropped(
     rings: tuple[SharedRing, SharedRing],
 ) -> None:
+    """Threads: the engine hangs on the responder's thread while the listener's thread ticks the reply budget on and
+    queues the phrase, which the output device's thread plays; what the engine makes once released is not heard.
+    (When the phrase comes, to the frame, is stepped on a manual clock in tests/test_loop_order.py.)"""
     mic, spk = rings
     loop, responder, traces, done = make_loop(mic, spk, "It is upstairs.")
     loop.output.fallback_audio, loop.output.fallback_text, loop.output.budget_s = FALLBACK, "Sorry?", 0.3
@@ -620,111 +322,11 @@ def test_a_hung_stage_gets_the_fallback_within_the_budget_and_the_late_reply_is_
         assert done.wait(10)
     first, second = traces
     assert first.fallback == "late" and first.reply == "Sorry?" and first.first_sample_queued is not None
-    assert first.first_sample_queued - first.committed < 0.3 + 0.2  # budget, plus one 32 ms frame and scheduling
     assert second.fallback is None and second.reply == "It is upstairs."
     audio = np.concatenate(player.played)
     assert np.sum(np.isclose(audio, -0.2)) == len(FALLBACK)
     # only the second turn's reply: nothing the hung engine produced once released
     assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in second.clauses) > 0
-
-
-class CountingRecognizer:
-    """Names each piece of audio it hears by its length, so joins and tails can be checked."""
-
-    sample_rate = RATE
-
-    def __init__(self) -> None:
-        self.heard: list[tuple[str, int]] = []
-        """(thread, samples) of every final decode: stable segments on the ASR worker, the tail on the responder."""
-        self.partials = 0
-
-    def transcribe_partial(self, audio: np.ndarray, *, prompt: str = ""):  # type: ignore[no-untyped-def]
-        self.partials += 1
-        return self._name(audio)
-
-    def transcribe(self, audio: np.ndarray, *, prompt: str = ""):  # type: ignore[no-untyped-def]
-        self.heard.append((threading.current_thread().name, len(audio)))
-        return self._name(audio)
-
-    def _name(self, audio: np.ndarray):  # type: ignore[no-untyped-def]
-        from edgevoice.events import Transcript
-
-        n = len(audio) // 160
-        frames = np.abs(audio[: n * 160]).reshape(n, 160).max(axis=1)
-        loud = round(np.sum(frames > 0.05) * 160 / RATE * 10)  # tenths of a second of speech
-        return Transcript(f"part{loud}" if loud else "")
-
-
-class IncompleteThenComplete:
-    sample_rate = RATE
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def probability_complete(self, audio: np.ndarray) -> float:
-        self.calls += 1
-        return 0.1 if self.calls == 1 else 0.9
-
-
-def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(
-    rings: tuple[SharedRing, SharedRing],
-) -> None:
-    mic, spk = rings
-    loop, responder, traces, done = make_loop(mic, spk, "Yes.")
-    recognizer = CountingRecognizer()
-    responder.recognizer = recognizer
-    loop.asr.recognizer = recognizer
-    loop.listener.turn_model = IncompleteThenComplete()
-    partials: list[str] = []
-    partial = threading.Event()
-
-    def on_event(event: LoopEvent) -> None:
-        if isinstance(event, Partial):
-            partials.append(event.text)
-            partial.set()
-
-    loop.bus.subscribe(on_event, name="test-events")
-    with running(loop):
-        # 1.6 s of speech (a partial transcript comes while it goes on), a 0.4 s pause the end-of-turn model calls
-        # incomplete, 0.5 s more, then silence
-        mic.write(np.concatenate([silence(0.3), speech(1.6)]))
-        assert partial.wait(10)
-        mic.write(np.concatenate([silence(0.4), speech(0.5), silence(0.6)]))
-        assert done.wait(10)
-    (trace,) = traces
-    # the stable first part was decoded at the pause, the rest at the end, and the two joined
-    assert trace.transcript == "part16 part5", trace.transcript
-    # the part before the pause was decoded once, speculatively, when the visitor paused, and adopted as stable
-    assert loop.asr.segments_decoded == 0
-    # the tail was decoded the moment the visitor fell silent (speculation), before the turn was committed, and
-    # it held only the audio after the pause; the responder had nothing left to decode
-    assert loop.asr.speculations_used == 1
-    assert [thread for thread, _ in recognizer.heard] == ["edgevoice-asr", "edgevoice-asr"]
-    tail = recognizer.heard[-1][1]
-    assert tail < (0.5 + 0.7) * RATE
-    assert partials and partials[0].startswith("part")  # a partial transcript came while the visitor spoke
-
-
-class BrokenOnceVad(EnergyVad):
-    def __init__(self) -> None:
-        self.failed = False
-
-    def probability(self, frame: np.ndarray) -> float:
-        if not self.failed and np.abs(frame).max() > 0.05:
-            self.failed = True
-            raise RuntimeError("vad exploded")
-        return super().probability(frame)
-
-
-def test_an_unexpected_listener_error_does_not_leave_the_kiosk_deaf(rings: tuple[SharedRing, SharedRing]) -> None:
-    mic, spk = rings
-    loop, _, traces, done = make_loop(mic, spk, "Yes.")
-    loop.listener.vad = BrokenOnceVad()
-    with running(loop):
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
-        assert done.wait(10)
-    assert [e.code for e in loop.errors] == ["stage_unexpected"]
-    assert traces[0].reply == "Yes."
 
 
 class PassThroughEcho:
@@ -762,6 +364,8 @@ def reply_with_a_sound_over_it(
 
 
 def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Threads: the capture callback's gate pauses the output device's playback at once, before the listener's thread
+    has judged the sound; the reply resumes when the listener hears no speech."""
     # a hum at -30 dBFS: loud enough for the level gate, but no speech for the VAD
     loop, responder, traces, paused = reply_with_a_sound_over_it(rings, np.full(RATE // 2, 0.03, dtype=np.float32))
     assert paused  # at once, by the capture path: the listener had no say
@@ -775,7 +379,8 @@ def test_a_loud_non_speech_sound_pauses_the_reply_which_then_resumes(rings: tupl
 def test_faint_speech_under_the_level_does_not_cut_the_reply(rings: tuple[SharedRing, SharedRing]) -> None:
     """What the VAD takes for speech but is fainter than the barge-in level (the residue of the kiosk's own voice
     after the echo canceller) neither pauses nor cancels the reply, nor goes on with the turn it answers (it starts
-    within ``rejoin_ms`` of the commit)."""
+    within ``rejoin_ms`` of the commit). Threads: the capture callback, the listener's thread and the playing
+    output, as in the test above."""
     faint = np.zeros(RATE, dtype=np.float32)
     faint[::160] = 0.1  # one click per 10 ms: speech to the fake VAD (peak > 0.05), about -42 dBFS
     loop, responder, traces, paused = reply_with_a_sound_over_it(rings, faint)
@@ -810,7 +415,8 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
 ) -> None:
     """Shutdown while a thread is inside the language model: the model is interrupted and close() returns True
     once every thread ended; a thread that cannot be stopped makes it return False (the caller must then not free
-    the engines: freeing llama.cpp under a running decode crashed `edgevoice run` on SIGTERM)."""
+    the engines: freeing llama.cpp under a running decode crashed `edgevoice run` on SIGTERM). Threads: the
+    recognition worker is inside the model when close() is called from another thread."""
     mic, spk = rings
     loop, responder, _, _ = make_loop(mic, spk, "Fine.")
     llm = PrefillingLlm(ManualClock(), stubborn=stubborn)
@@ -823,7 +429,8 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
         assert llm.prefilling.wait(5)
         t = time.monotonic()
         ended = loop.close(timeout=0.5)
-        assert time.monotonic() - t < 1.0
+        # close's own limit, kept with a thread that will not stop (the bound is its contract, not a speed)
+        assert time.monotonic() - t < 0.5 + 0.5
         assert llm.interrupted.is_set()
         assert ended is (not stubborn)
     finally:
@@ -831,61 +438,52 @@ def test_close_interrupts_the_language_model_and_says_whether_every_thread_ended
         loop.close(timeout=5)
 
 
-def test_a_reply_begun_at_the_pause_is_adopted_when_the_turn_ends(rings: tuple[SharedRing, SharedRing]) -> None:
+class ClauseSynth(FakeSynth):
+    """Half a second of audio per clause, in five chunks: the playback takes a while to reach the next clause."""
+
+    def synthesize(self, text: str) -> Iterator[np.ndarray]:
+        self.texts.append(text)
+        for _ in range(5):
+            yield np.full(2205, 0.1, dtype=np.float32)
+
+
+def test_each_clause_is_announced_when_its_first_sample_is_played(rings: tuple[SharedRing, SharedRing]) -> None:
+    """Real threads (the captions' poller, the player): published in order, and never before the sound."""
+    from edgevoice.live.events import ClauseStarted, ReplyStarted, Shutdown, Transcribed
+
     mic, spk = rings
-    loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs. It opens at ten.")
-    llm = responder.llm = AskedLlm("The cafe is upstairs. It opens at ten.")
-    loop.speculation.enabled = True
-    with running(loop) as player:
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent
-        assert llm.asked.wait(10)  # the reply begins
-        mic.write(silence(0.6))  # ... and the visitor stays silent: the turn ends
+    loop, _responder, traces, done = make_loop(
+        mic, spk, "The cafe is upstairs. It opens at ten.", ClauseSynth(ManualClock())
+    )
+    seen: list[tuple[LoopEvent, int]] = []  # each event with the samples played when it was published
+    loop.bus.subscribe_inline(lambda event: seen.append((event, loop.playback.played)))
+    with running(loop):
+        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.6)]))
         assert done.wait(10)
     (trace,) = traces
-    assert loop.speculative_replies == {"started": 1, "adopted": 1, "dropped": 0}
-    assert trace.speculative_reply and trace.reply == "The cafe is upstairs. It opens at ten."
-    assert len(responder.llm.prompts) == 1  # type: ignore[attr-defined]  # generated once, before the commit
-    assert trace.first_token is not None and trace.first_token >= trace.committed  # settled at the commit
-    assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-    audio = np.concatenate(player.played)
-    assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses) > 0
-
-
-def test_a_reply_begun_at_a_pause_is_dropped_when_the_visitor_goes_on(rings: tuple[SharedRing, SharedRing]) -> None:
-    mic, spk = rings
-    loop, responder, traces, done = make_loop(mic, spk, "The cafe is upstairs.")
-    llm = responder.llm = AskedLlm("The cafe is upstairs.")
-    loop.speculation.enabled = True
-    with running(loop) as player:
-        mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.1)]))  # a breath: shorter than silence_ms
-        assert llm.asked.wait(10)  # the reply begins
-        assert loop.speculative_replies["started"] == 1
-        mic.write(np.concatenate([speech(0.8), silence(0.6)]))  # the visitor goes on, then stops
-        assert done.wait(10)
-    (trace,) = traces
-    counts = loop.speculative_replies
-    assert counts["dropped"] == 1 and counts["adopted"] == counts["started"] - 1  # the turn's end was answered
-    assert trace.reply == "The cafe is upstairs." and not trace.cancelled
-    audio = np.concatenate(player.played)
-    # only the adopted reply was heard: nothing of the dropped one reached the speaker
-    assert np.sum(np.isclose(audio, 0.1)) == sum(c.end_sample - c.start_sample for c in trace.clauses)
-    assert [m.content for m in responder.history] == ["Where is the cafe?", trace.reply]
-
-
-def test_the_json_lines_of_the_loops_events_keep_their_shape() -> None:
-    from edgevoice.live.cli import event_record
-    from edgevoice.live.events import BargeIn, ReplyStarted
-
-    assert event_record(Partial(2, "where is")) == {"event": "partial", "turn": 2, "text": "where is"}
-    assert event_record(Partial(2, "")) == {"event": "partial", "turn": 2}
-    assert event_record(ReplyStarted(3)) == {"event": "speaking", "turn": 3}
-    assert event_record(BargeIn(3)) == {"event": "barge_in", "turn": 3}
-    assert event_record(Fallback(4, FallbackReason.LATE)) == {"event": "fallback", "turn": 4, "text": "late"}
+    kinds = [(type(e).__name__, getattr(e, "index", None)) for e, _ in seen if not isinstance(e, (Partial, Shutdown))]
+    assert kinds[kinds.index(("Transcribed", None)) :] == [
+        ("Transcribed", None),
+        ("ReplyStarted", None),
+        ("ClauseStarted", 0),
+        ("ClauseStarted", 1),
+        ("ReplyFinished", None),
+    ]
+    assert next(e for e, _ in seen if isinstance(e, Transcribed)) == Transcribed(1, "Where is the cafe?")
+    assert any(isinstance(e, ReplyStarted) for e, _ in seen)
+    assert trace.stream_start is not None
+    for event, played in seen:
+        if isinstance(event, ClauseStarted):
+            clause = trace.clauses[event.index]
+            assert event.text == clause.text
+            assert played > trace.stream_start + clause.start_sample  # its first sample was played already
 
 
 def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(
     rings: tuple[SharedRing, SharedRing],
 ) -> None:
+    """Threads: the responder's thread waits for the listener's decision on the reply begun early (computed on a
+    thread of its own) when close() comes: it is dropped, and every thread ends."""
     mic, spk = rings
     loop, responder, traces, _ = make_loop(mic, spk, "The cafe is upstairs.")
     llm = responder.llm = AskedLlm("The cafe is upstairs.")
@@ -893,8 +491,6 @@ def test_close_drops_a_reply_begun_at_a_pause_and_waiting_for_the_turns_end(
     with running(loop):
         mic.write(np.concatenate([silence(0.3), speech(1.0), silence(0.05)]))  # the visitor falls silent...
         assert llm.asked.wait(10)  # ... the reply begins, and the loop is stopped before the turn ends
-        t = time.monotonic()
-        assert loop.close(timeout=2.0)
-        assert time.monotonic() - t < 1.0
+        assert loop.close(timeout=2.0)  # True: every thread joined within close's own limit
     assert loop.speculative_replies == {"started": 1, "adopted": 0, "dropped": 1}
     assert traces == [] and spk.available() == 0  # nothing of it was heard

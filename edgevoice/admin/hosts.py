@@ -102,9 +102,11 @@ class HostGuard:
     """ASGI middleware: a request whose Host is not served is refused (421, or 400 when it has no single valid
     Host), and a change whose ``Origin`` is not this page is refused (403), before any route is looked up."""
 
-    def __init__(self, app: ASGIApp, hosts: ServedHosts) -> None:
+    def __init__(self, app: ASGIApp, hosts: ServedHosts, *, page: str = "admin") -> None:
+        """``page``: whose guard it is ("admin", "display"), as its refusals name it and its ``[page] hosts``."""
         self.app = app
         self.hosts = hosts
+        self.page = page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -126,8 +128,8 @@ class HostGuard:
         if not self.hosts.allows(hosts[0]):
             return (
                 "admin_host_not_served",
-                f"this admin page does not serve the host {hosts[0]!r} (it serves {self.hosts.describe()}; "
-                "[admin] hosts declares more, docs/admin.md)",
+                f"this {self.page} page does not serve the host {hosts[0]!r} (it serves {self.hosts.describe()}; "
+                f"[{self.page}] hosts declares more, docs/{self.page}.md)",
             )
         origins = [v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"]
         if scope.get("method", "GET") in SAFE_METHODS or not origins:

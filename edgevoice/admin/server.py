@@ -20,12 +20,12 @@ WORKER_THREADS = 4
 """Threads the admin page may run blocking work on at once (status, a reload); more requests wait their turn."""
 
 
-def bind(listen: str, *, token: bool) -> socket.socket:
-    """A listening socket for ``listen`` ("unix:/path" or "host:port")."""
+def bind(listen: str, *, token: bool, key: str = SOCKET_KEY) -> socket.socket:
+    """A listening socket for ``listen`` ("unix:/path" or "host:port"; ``key``: the setting, for its errors)."""
     host, port = parse_admin_listen(listen, token=token)
     if host == "unix":
         path = str(port)
-        claim_socket(SOCKET_KEY, path)
+        claim_socket(key, path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(path)
@@ -53,27 +53,28 @@ def check_socket_path(path: str, warnings: list[str] | None = None) -> None:
 
 
 class AdminServer:
-    """uvicorn serving ``app`` on ``listen`` from a thread of its own."""
+    """uvicorn serving ``app`` on ``listen`` from a thread of its own (the admin page's, or another ``name``'s: the
+    display's)."""
 
-    def __init__(self, app: Any, listen: str, *, token: bool) -> None:
+    def __init__(self, app: Any, listen: str, *, token: bool, name: str = "admin") -> None:
         import uvicorn
 
-        self.listen = listen
-        self._socket = bind(listen, token=token)
+        self.listen, self.name = listen, name
+        self._socket = bind(listen, token=token, key=f"{name}.listen")
         self._unix = BoundSocket(listen[5:]) if listen.startswith("unix:") else None
         config = uvicorn.Config(
             app, log_config=None, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1
         )  # log_config=None: uvicorn leaves logging as the run set it up (the journal under systemd)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._serve, name="edgevoice-admin", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"edgevoice-{name}", daemon=True)
         self._thread.start()
-        log.info("admin page served on %s", listen)
+        log.info("%s page served on %s", name, listen)
 
     def _serve(self) -> None:
         try:
             asyncio.run(self._serve_limited())
         except Exception:  # the kiosk goes on answering without its admin page
-            log.exception("the admin page stopped")
+            log.exception("the %s page stopped", self.name)
 
     async def _serve_limited(self) -> None:
         """Serve, with at most :data:`WORKER_THREADS` threads for the page's blocking work (the unit's

@@ -98,10 +98,10 @@ def measure_asr(
 
 
 def open_recognizer(config: Config, store: ModelStore) -> Any:
-    from edgevoice.engines.whispercpp import WhisperCppRecognizer
-    from edgevoice.models.configured import resolve
+    """The configured recognizer with no prompt; :func:`measure_asr` sets its threads and audio context."""
+    from edgevoice import app_engines
 
-    return WhisperCppRecognizer(resolve(store, "asr", config.models.asr), language=config.asr.language)
+    return app_engines.open_recognizer(config, store, threads=2, audio_ctx=0, initial_prompt="")
 
 
 def bench_asr(config: Config, store: ModelStore, options: EngineOptions, progress: Progress) -> list[dict[str, Any]]:
@@ -152,21 +152,22 @@ def measure_llm(
     """One language-model setting: first token cold (nothing cached: the model's first turn after a restart) and
     with the kiosk's prefix cached (every later turn), prefill and generation tokens/s, and the estimated time to a
     first clause (first token + ``FIRST_CLAUSE_TOKENS`` - 1 generated)."""
-    from edgevoice.engines.llamacpp import LlamaCppModel
-    from edgevoice.models.configured import resolve
+    from edgevoice.app_engines import open_llm
 
     prefix = kiosk_prefix(config)
     question = [*prefix, ChatMessage("user", QUESTION)]
     previous = [*prefix, ChatMessage("user", "Is there a lift?")]
     other = [ChatMessage("system", "x")]
-    c = config.llm
-    llm = LlamaCppModel(
-        resolve(store, "llm", config.models.llm),
-        n_ctx=c.n_ctx,
+    # the speed of one fixed sampling (the adapter's defaults), whatever [llm] samples with
+    llm = open_llm(
+        config,
+        store,
         threads=threads,
         n_batch=n_batch,
         n_gpu_layers=n_gpu_layers,
-        seed=c.seed,
+        temperature=0.0,
+        top_p=0.9,
+        repeat_penalty=1.1,
     )
     try:
         n_prefix = len(llm.tokens(prefix, generation_prompt=False))
@@ -243,13 +244,11 @@ def bench_llm(config: Config, store: ModelStore, options: EngineOptions, progres
 # -- synthesis ------------------------------------------------------------------------------------------------------
 def measure_tts(config: Config, store: ModelStore, *, threads: int, provider: str, repeats: int) -> dict[str, Any]:
     """One voice setting on one clause: time to its first audio, and the real-time factor of the whole clause."""
-    from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.models.configured import piper_files
+    from edgevoice.app_engines import open_plain_voice
     from edgevoice.reply.speech_text import normalize_for_speech
 
     text = normalize_for_speech(CLAUSE)
-    onnx, voice_config = piper_files(store, config.models.tts)
-    tts = PiperSynthesizer(onnx, voice_config, threads=threads, provider=provider)
+    tts = open_plain_voice(config, store, threads=threads, provider=provider)
     try:
 
         def first() -> float:
@@ -294,14 +293,13 @@ def bench_vad(config: Config, store: ModelStore, options: EngineOptions, progres
 
 def measure_vad(config: Config, store: ModelStore, *, threads: int, repeats: int) -> dict[str, Any]:
     """Silero's time per 32 ms frame and Smart Turn's per verdict, with ``threads`` ONNX Runtime threads each."""
+    from edgevoice.app_engines import open_turn_model, open_vad
     from edgevoice.engines.silero_onnx import SileroVad
-    from edgevoice.engines.smart_turn_onnx import SmartTurn
-    from edgevoice.models.configured import resolve
 
     audio = UTTERANCES[0].audio()
     frames = [audio[i : i + 512] for i in range(0, len(audio) - 511, 512)]
-    vad = SileroVad(resolve(store, "vad", config.models.vad), threads=threads)
-    turn = SmartTurn(resolve(store, "turn", config.models.turn), threads=threads)
+    vad = open_vad(config, store, threads=threads)
+    turn = open_turn_model(config, store, threads=threads)
     try:
 
         def all_frames(v: SileroVad = vad) -> None:

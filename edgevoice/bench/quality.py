@@ -19,7 +19,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -110,20 +109,17 @@ def run_quality(
 ) -> dict[str, Any]:
     """Run the benchmark; return the report (plain data, JSON-ready)."""
     from edgevoice.app import build_kiosk
-    from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.engines.silero_onnx import SileroVad
-    from edgevoice.models.configured import piper_files, resolve
+    from edgevoice.app_engines import open_plain_voice, open_vad
 
     config = sample_config(config)
     kiosk = build_kiosk(config)
     asr_names = options.asr_models or available_models(store, "asr", config.models.asr)
     llm_names = options.llm_models or available_models(store, "llm", config.models.llm)
     started = time.perf_counter()
-    voice_files = piper_files(store, config.models.tts)
 
     progress(f"speaking {len(options.questions)} questions x {len(options.voices)} voices")
-    utterances = speak_questions(voice_files, options)
-    vad = SileroVad(resolve(store, "vad", config.models.vad))
+    utterances = speak_questions(config, store, options)
+    vad = open_vad(config, store, threads=1)
     try:
         for u in utterances:
             u.speech = utterance_span(
@@ -150,7 +146,7 @@ def run_quality(
     inputs = [("text", q, q.text) for q in options.questions]
     inputs += [(u.condition, u.question, t) for u, t in zip(utterances, transcripts, strict=True)]
     report["answers"], replies = answer_all(store, config, kiosk, llm_names, inputs, progress)
-    tts = PiperSynthesizer(*voice_files, length_scale=config.tts.length_scale)  # the kiosk's own voice settings
+    tts = open_plain_voice(config, store, length_scale=config.tts.length_scale)  # the kiosk's own speed
     try:
         report["round_trip"] = round_trip(
             store, config, asr_names, tts, sorted(replies), progress, draws=options.round_trip_draws
@@ -163,7 +159,8 @@ def run_quality(
     return report
 
 
-def speak_questions(voice_files: tuple[Path, Path], options: QualityOptions) -> list[Utterance]:
+def speak_questions(config: Config, store: ModelStore, options: QualityOptions) -> list[Utterance]:
+    from edgevoice.app_engines import open_plain_voice
     from edgevoice.engines.piper_onnx import PiperSynthesizer
 
     sessions: dict[float, PiperSynthesizer] = {}
@@ -171,7 +168,7 @@ def speak_questions(voice_files: tuple[Path, Path], options: QualityOptions) -> 
     def synthesize(text: str, length_scale: float) -> tuple[FloatAudio, int]:
         key = round(length_scale, 3)
         if key not in sessions:
-            sessions[key] = PiperSynthesizer(*voice_files, length_scale=key, noise_scale=0.0, noise_w=0.0)
+            sessions[key] = open_plain_voice(config, store, length_scale=key, noise_scale=0.0, noise_w=0.0)
         tts = sessions[key]
         return np.concatenate(list(tts.synthesize(normalize_for_speech(text)))), tts.sample_rate
 
@@ -201,12 +198,14 @@ def snr_summary(utterances: Sequence[Utterance]) -> dict[str, list[float]]:
     return {c: [round(min(v), 2), round(max(v), 2)] for c, v in out.items()}
 
 
-def open_recognizer(store: ModelStore, config: Config, name: str, **kwargs: Any) -> Any:
-    from edgevoice.engines.whispercpp import WhisperCppRecognizer
-    from edgevoice.models.configured import resolve
+def open_recognizer(store: ModelStore, config: Config, name: str, *, phantom_filters: bool = True) -> Any:
+    """Recognizer ``name`` with ``[asr]``'s threads and language, the whole audio context and no prompt of its own
+    (the benchmark gives each transcription its prompt)."""
+    from edgevoice import app_engines
 
-    language = config.asr.language
-    return WhisperCppRecognizer(resolve(store, "asr", name), threads=config.asr.threads, language=language, **kwargs)
+    return app_engines.open_recognizer(
+        config, store, name=name, audio_ctx=0, initial_prompt="", phantom_filters=phantom_filters
+    )
 
 
 def recognize_all(
@@ -334,12 +333,8 @@ def phantoms(
     rows = []
     for name in asr_names:
         progress(f"phantoms with {name}")
-        setups = {
-            "filters on": {},
-            "filters off": {"no_speech_threshold": 1.0, "noise_flatness": None, "phantom_phrases": ()},
-        }
-        for setup, kwargs in setups.items():
-            rec = open_recognizer(store, config, name, **kwargs)
+        for setup, filters in {"filters on": True, "filters off": False}.items():
+            rec = open_recognizer(store, config, name, phantom_filters=filters)
             try:
                 texts = {clip: rec.transcribe(audio, prompt=prompt).text for clip, audio in clips.items()}
             finally:

@@ -45,17 +45,12 @@ def answer_all(
 
     ``inputs``: (kind, question, text) with kind ``"text"`` (the question as written) or a listening condition
     (the question as the recognizer heard it there)."""
-    from edgevoice.engines.llamacpp import LlamaCppModel
-    from edgevoice.models.configured import resolve
+    from edgevoice.app_engines import open_llm
 
     rows, replies = [], set()
-    c = config.llm
     for name in llm_names:
         progress(f"answering with {name}")
-        llm = LlamaCppModel(
-            resolve(store, "llm", name), n_ctx=c.n_ctx, threads=c.threads, n_batch=c.n_batch, seed=c.seed,
-            temperature=c.temperature, top_p=c.top_p, repeat_penalty=c.repeat_penalty,
-        )  # fmt: skip
+        llm = open_llm(config, store, name=name, n_gpu_layers=0)  # the quality benchmark answers on the CPU
         try:
             grounded = kiosk.grounded(llm)
             llm.prefill(kiosk.prefix)

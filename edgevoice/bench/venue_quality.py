@@ -168,8 +168,7 @@ def run_venue(
 ) -> list[dict[str, Any]]:
     """One scored item per question and input (written; each voice and condition)."""
     from edgevoice.app import build_kiosk
-    from edgevoice.engines.llamacpp import LlamaCppModel
-    from edgevoice.models.configured import resolve
+    from edgevoice.app_engines import open_llm
 
     config = venue_config(config, venue)
     questions = venue.in_split(options.split, options.per_kind)
@@ -179,11 +178,7 @@ def run_venue(
     }
     if not options.written_only:
         heard |= transcribe_venue(config, store, kiosk, venue, questions, options, progress)
-    c = config.llm
-    llm = LlamaCppModel(
-        resolve(store, "llm", config.models.llm), n_ctx=c.n_ctx, threads=c.threads, n_batch=c.n_batch, seed=c.seed,
-        temperature=c.temperature, top_p=c.top_p, repeat_penalty=c.repeat_penalty,
-    )  # fmt: skip
+    llm = open_llm(config, store, n_gpu_layers=0)  # the quality benchmark answers on the CPU
     items: list[dict[str, Any]] = []
     try:
         grounded = kiosk.grounded(llm)
@@ -236,12 +231,11 @@ def transcribe_venue(
 ) -> dict[tuple[str, str], dict[str, Transcript]]:
     """(voice, condition) -> question id -> what the recognizer heard; the questions that follow-ups come after
     are spoken too."""
+    from edgevoice.app_engines import open_plain_voice, open_vad
     from edgevoice.bench.quality import open_recognizer
     from edgevoice.bench.voices import voice_speaker
     from edgevoice.engines.piper_onnx import PiperSynthesizer
-    from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.listen.vad import find_speech, utterance_span
-    from edgevoice.models.configured import piper_files, resolve
     from edgevoice.reply.speech_text import normalize_for_speech
 
     needed = {q.id: q for q in questions} | {q.after: venue.question(q.after) for q in questions if q.after}
@@ -250,13 +244,11 @@ def transcribe_venue(
     def piper(text: str, length_scale: float) -> tuple[np.ndarray, int]:
         key = round(length_scale, 3)
         if key not in sessions:
-            sessions[key] = PiperSynthesizer(
-                *piper_files(store, config.models.tts), length_scale=key, noise_scale=0.0, noise_w=0.0
-            )
+            sessions[key] = open_plain_voice(config, store, length_scale=key, noise_scale=0.0, noise_w=0.0)
         tts = sessions[key]
         return np.concatenate(list(tts.synthesize(normalize_for_speech(text)))), tts.sample_rate
 
-    vad = SileroVad(resolve(store, "vad", config.models.vad))
+    vad = open_vad(config, store, threads=1)
     rec = open_recognizer(store, config, config.models.asr)
     prompt = kiosk.asr_prompt(config.asr.initial_prompt)
     out: dict[tuple[str, str], dict[str, Transcript]] = {}

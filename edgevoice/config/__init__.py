@@ -298,6 +298,35 @@ class AdminConfig:
             parse_admin_listen(self.listen, token=False)
 
 
+def _check_display_listen(key: str, value: str) -> None:
+    if value and value != "off":
+        from edgevoice.config.listen_address import is_loopback, split_listen
+
+        host, _port = split_listen(key, value)
+        if host != "unix" and not is_loopback(host):
+            raise ConfigError(
+                f"{key} = {value!r}: the display is served on loopback (127.0.0.1:PORT, [::1]:PORT) or a Unix socket "
+                "only: the browser showing it runs on the kiosk (docs/display.md)"
+            )
+
+
+@dataclass(frozen=True)
+class DisplayConfig:
+    """The kiosk's screen: live captions and state as Server-Sent Events, and its page (docs/display.md)."""
+
+    listen: str = field(default="", metadata={"check": _check_display_listen})
+    """Serve the display on "127.0.0.1:PORT" / "[::1]:PORT" or "unix:/path"; empty or "off": nowhere (the default:
+    nothing of a conversation is shown unless the operator asks)."""
+    clear_after_s: float = field(default=20.0, metadata=_rng(1.0, 600.0))
+    """Seconds after an exchange ends (or last changed) before its words leave the screen and the server."""
+    max_clients: int = field(default=16, metadata=_rng(1, 256))
+    """Pages following the stream at once; one more is refused (HTTP 503, ``display_full``)."""
+    examples: int = field(default=4, metadata=_rng(0, 20))
+    """Example questions on the idle screen, taken from the knowledge's questions."""
+    hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
+    """More host names the display answers to, as ``[admin] hosts``; any other Host is refused (DNS rebinding)."""
+
+
 def _check_key(key: str, value: str) -> None:
     if value:
         from edgevoice.config.keys import key_code
@@ -368,6 +397,7 @@ class Config:
     kiosk: KioskConfig = field(default_factory=KioskConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    display: DisplayConfig = field(default_factory=DisplayConfig)
     activation: ActivationConfig = field(default_factory=ActivationConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)

@@ -80,3 +80,8 @@ class MicroWakeWord:
 
     def close(self) -> None:
         self._model.close()
+
+
+def check_wake_word(wake_word: str) -> None:
+    """Raise what loading ``wake_word`` would (:class:`MicroWakeWord`), for ``edgevoice config --check``."""
+    MicroWakeWord(wake_word).close()

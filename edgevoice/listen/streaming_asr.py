@@ -66,6 +66,11 @@ def _least(turn: _TurnState, tail: Transcript) -> float | None:
     return min(known, default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    """The worker ends (:meth:`StreamingTranscriber.close`)."""
+
+
 @dataclass(frozen=True)
 class _Job:
     kind: str  # "segment" | "partial"
@@ -91,7 +96,7 @@ class StreamingTranscriber:
         self.prompt = prompt
         self.on_partial = on_partial or (lambda _turn, _text: None)
         self.on_speculation = on_speculation or (lambda _speculation: None)
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._jobs: queue.Queue[_Job | _Stop] = queue.Queue()
         self._turn: _TurnState | None = None
         self._unfinished: dict[int, _TurnState] = {}
         """Turns begun and not yet finished, by id: the responder may finish one after the next has begun."""
@@ -207,7 +212,7 @@ class StreamingTranscriber:
         lower_this_thread(self._nice)
         while True:
             job = self._jobs.get()
-            if job is None:
+            if isinstance(job, _Stop):
                 return
             self._do(job)
 
@@ -220,7 +225,7 @@ class StreamingTranscriber:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 return done
-            if job is not None:
+            if isinstance(job, _Job):
                 self._do(job)
                 done += 1
 
@@ -296,7 +301,7 @@ class StreamingTranscriber:
     def close(self, timeout: float = 2.0) -> bool:
         """Stop the worker after its current job (jobs still queued are dropped); True once it has ended."""
         self._closing = True
-        self._jobs.put(None)
+        self._jobs.put(_Stop())
         if self._worker.is_alive():
             self._worker.join(timeout)
         return not self._worker.is_alive()

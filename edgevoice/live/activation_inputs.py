@@ -326,10 +326,10 @@ def check_activation(config: ActivationConfig, warnings: list[str]) -> list[Edge
             )
         return errors
     if config.mode == ActivationMode.WAKE_WORD:
-        from edgevoice.engines.wake_word import MicroWakeWord
+        from edgevoice.engines.wake_word import check_wake_word
 
         try:
-            MicroWakeWord(config.wake_word).close()
+            check_wake_word(config.wake_word)
         except EdgeVoiceError as exc:
             errors.append(exc)
     elif not inputs and not socket_path(config.socket):

@@ -14,9 +14,12 @@ from edgevoice.clock import Clock
 from edgevoice.errors import EdgeVoiceError, StageError
 from edgevoice.events import ChatMessage
 from edgevoice.interfaces import FloatAudio
+from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
+from edgevoice.live.captions import ClauseCues
 from edgevoice.live.events import (
+    AskedAgain,
     BargeIn,
     LoopEvent,
     ReplyBegun,
@@ -24,13 +27,14 @@ from edgevoice.live.events import (
     ReplyStarted,
     Shutdown,
     StageFailed,
+    Transcribed,
     TurnCommitted,
     Withdrawn,
 )
 from edgevoice.live.mailbox import Mailbox
 from edgevoice.memory import release_freed_memory
 from edgevoice.priority import lower_this_thread
-from edgevoice.reply.output import FallbackReason, ReplyOutput
+from edgevoice.reply.output import Fallback, FallbackReason, ReplyOutput
 from edgevoice.reply.responder import Responder
 from edgevoice.reply.speculation import SpeculativeReply
 from edgevoice.reply.trace import ReplyTrace
@@ -90,8 +94,10 @@ class Answerer:
             fallback_audio=fallback_audio,
             fallback_text=fallback_text,
             budget_s=budget_s,
-            on_fallback=publish,
+            on_fallback=self._fell_back,
         )
+        self.captions = ClauseCues(lambda: playback.played, publish)
+        """Publishes :class:`ClauseStarted` as each clause begins to play (its thread: :meth:`ClauseCues.run`)."""
 
     # -- what the listener tells it, and may ask ----------------------------------------------------------------------
     def tell(self, event: AnswererEvent) -> None:
@@ -110,6 +116,7 @@ class Answerer:
             case Shutdown():
                 self._stop.set()
                 self.cancel.set()
+                self.captions.close()
                 self._inbox.put(event)
 
     def tick(self) -> None:
@@ -217,6 +224,9 @@ class Answerer:
         start = self.playback.played + self.speaker.available()
         trace.stream_start = start
         reply = self.output.begin(turn.turn_id, turn.committed_wall, trace)
+        self.captions.follow(turn.turn_id, trace)
+        if reply.fallback is not None:  # the phrase plays already (the budget ran out before this thread was free)
+            self.captions.audible(turn.turn_id)
         self._replying.set()
         self._arm_gate(True)
         underruns = self.speaker.stats().underrun_events
@@ -227,6 +237,7 @@ class Answerer:
                 speculation_valid=turn.speculation_valid,
             )
             self._transcripts[turn.turn_id] = transcript.text
+            self._publish(Transcribed(turn.turn_id, transcript.text))
             for old in sorted(self._transcripts)[:-4]:
                 del self._transcripts[old]
             trace.speculative_transcript = self.asr.last_used_speculation
@@ -270,6 +281,7 @@ class Answerer:
             else:
                 trace.reply = self.output.fallback_text  # what the visitor heard
                 self.output.wait_played(fallback=True)
+            self.captions.finish(played_out=not trace.cancelled and self.speaker.available() == 0)
             self._arm_gate(False)
             self._replying.clear()
             self.output.end()
@@ -277,6 +289,8 @@ class Answerer:
             self.responder.prefill_history()
             if self._inbox.queued() == 0:  # nobody waits: the turn's cycles are collected, its freed pages go back
                 trace.memory_trim_s = release_freed_memory()
+        if trace.verdict == Verdict.UNHEARD.value and reply.fallback is None and not trace.cancelled:
+            self._publish(AskedAgain(turn.turn_id))
         self._publish(ReplyFinished(trace, turn))
 
     def _queued_s(self) -> float:
@@ -293,4 +307,10 @@ class Answerer:
         self.playback.expect_audio = not self.cancel.is_set()
         if first and n:
             self._publish(ReplyStarted(self._current_turn))
+            self.captions.audible(self._current_turn)
         return n
+
+    def _fell_back(self, event: Fallback) -> None:
+        """(The output, on any thread) the fallback phrase replaced the reply: published; its caption may follow."""
+        self._publish(event)
+        self.captions.audible(event.turn_id)

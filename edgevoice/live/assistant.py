@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,7 +24,6 @@ from edgevoice.audio.echo_path import EchoPath
 from edgevoice.audio.ring import SharedRing
 from edgevoice.audio.streams import InputStream, OutputStream
 from edgevoice.config import Config
-from edgevoice.engines.wake_word import MicroWakeWord
 from edgevoice.errors import AudioDeviceError, EdgeVoiceError
 from edgevoice.interfaces import EndOfTurn, Engines, FloatAudio
 from edgevoice.live.activation import Activation
@@ -33,6 +33,9 @@ from edgevoice.reply.responder import Responder
 from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.reply.trace import ReplyTrace
 from edgevoice.trace import TurnTimeline, speech_end_index
+
+if TYPE_CHECKING:
+    from edgevoice.engines.wake_word import MicroWakeWord
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +94,12 @@ class LiveAssistant:
         engines: Engines,
         turn_model: EndOfTurn,
         responder: Responder,
+        *,
+        wake_word: MicroWakeWord | None = None,
     ) -> None:
         """What the loop does is published on ``self.loop.bus`` (:mod:`edgevoice.live.events`); a finished turn's
-        marks on the devices' clocks are :meth:`timeline`."""
+        marks on the devices' clocks are :meth:`timeline`. ``wake_word``: the detector that ``wake_word`` mode needs
+        (:func:`edgevoice.app_engines.open_wake_word`), closed with the rest."""
         self.config = config
         self.out_rate = engines.synthesizer.sample_rate
         self.mic = SharedRing.create(SAMPLE_RATE * 20)
@@ -105,7 +111,7 @@ class LiveAssistant:
             canceller = EchoCanceller(SAMPLE_RATE, noise_suppression=config.audio.noise_suppression)
             echo = EchoPath(canceller, self.reference, self.out_rate)
         self.echo = echo
-        self.wake_word = MicroWakeWord(config.activation.wake_word) if config.activation.mode == "wake_word" else None
+        self.wake_word = wake_word
         self.activation = Activation(
             config.activation.mode, trigger_timeout_s=config.activation.trigger_timeout_s, wake_word=self.wake_word
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -184,6 +185,14 @@ class EventBus:
     def _remove(self, subscription: Subscription) -> None:
         with self._lock:
             self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
+
+    def wait_delivered(self, timeout: float) -> bool:
+        """Until every subscriber with a handler has handled what was published so far (within ``timeout`` seconds
+        in all): a caller that saw the loop fall idle then reads what its subscribers recorded."""
+        deadline = time.monotonic() + timeout
+        return all(
+            s.wait_idle(max(0.0, deadline - time.monotonic())) for s in self._subscriptions if s.handler is not None
+        )
 
     @property
     def subscribers(self) -> int:

@@ -72,8 +72,42 @@ class Withdrawn:
 
 
 @dataclass(frozen=True, slots=True)
+class Listening:
+    """The activation gate opened (``listening``) or closed: a push-to-talk press or release, a trigger and the end
+    of the turn it opened (or its timeout). Never published in ``always`` mode, which always listens."""
+
+    listening: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transcribed:
+    """The final transcript of turn ``turn_id`` is known (the reply is being made)."""
+
+    turn_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyStarted:
     """The first audio of the reply to turn ``turn_id`` was queued for playback."""
+
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClauseStarted:
+    """The first sample of clause ``index`` of the reply to turn ``turn_id`` was just played (within about 10 ms):
+    the moment a caption of ``text`` belongs on a screen. The fallback phrase is a clause too."""
+
+    turn_id: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AskedAgain:
+    """The reply to turn ``turn_id`` asked the visitor to say it again (the words were most likely misheard:
+    the grounding's ``unheard`` verdict); published when the reply is done, before :class:`ReplyFinished`."""
 
     turn_id: int
 
@@ -116,7 +150,11 @@ LoopEvent = (
     | TurnCommitted
     | ReplyBegun
     | Withdrawn
+    | Listening
+    | Transcribed
     | ReplyStarted
+    | ClauseStarted
+    | AskedAgain
     | BargeIn
     | Fallback
     | ReplyFinished

@@ -139,6 +139,8 @@ class VoiceLoop:
         """Every event of the loop (:mod:`edgevoice.live.events`), for whoever follows the conversation."""
         self.errors: deque[EdgeVoiceError] = deque(maxlen=ERRORS_KEPT)
         """The latest failures of any part (:class:`StageFailed`), newest last."""
+        self.failures = 0
+        """Every failure since the loop was built (:attr:`errors` keeps the latest only)."""
         self.bus.subscribe_inline(self._count_error)
         self.playback = PlaybackControl(speaker, reference)
         level = options.barge_in_level_db
@@ -198,6 +200,7 @@ class VoiceLoop:
     def _count_error(self, event: LoopEvent) -> None:
         if isinstance(event, StageFailed):
             self.errors.append(event.error)
+            self.failures += 1
 
     def _on_partial(self, turn_id: int, text: str) -> None:
         """(The recognition worker.) A partial transcript: published, read ahead by the words' judge and, with
@@ -211,7 +214,11 @@ class VoiceLoop:
     def start(self) -> None:
         self.responder.resume()  # a model interrupted when an earlier loop closed works again
         self.asr.start()
-        threads = [("listener", self.listener.run), ("responder", self.answerer.run)]
+        threads = [
+            ("listener", self.listener.run),
+            ("responder", self.answerer.run),
+            ("captions", self.answerer.captions.run),
+        ]
         if self.prefill_ahead is not None:
             threads.append(("prefill", self.prefill_ahead.run))
         for name, target in threads:
@@ -242,6 +249,7 @@ class VoiceLoop:
             log.error("still running %.1f s after the stop request: %s", timeout, ", ".join(alive))
             return False
         self._threads.clear()
+        self.bus.close(max(0.5, deadline - time.monotonic()))  # what the subscribers have queued is delivered
         self.responder.resume()  # nothing of this loop computes any more: the model serves its next user
         return True
 

@@ -13,7 +13,15 @@ from edgevoice.errors import ConfigError, ModelMissingError
 from edgevoice.models.manifest import ModelSpec
 from edgevoice.models.store import ModelStore
 
-__all__ = ["embedder_files", "manifest_model", "model_store", "piper_files", "resolve", "voice_id"]
+__all__ = [
+    "embedder_files",
+    "manifest_model",
+    "model_store",
+    "moonshine_files",
+    "piper_files",
+    "resolve",
+    "voice_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,13 @@ def piper_files(store: ModelStore, value: str) -> tuple[Path, Path]:
         return store.path(spec.name, onnx), store.path(spec.name, onnx + ".json")
     model = resolve(store, "tts", value)
     return model, model.with_name(model.name + ".json")
+
+
+def moonshine_files(store: ModelStore, name: str) -> tuple[Path, Path, Path]:
+    """A Moonshine model's verified encoder, decoder and tokenizer (its manifest outputs in that order)."""
+    spec = store.manifest.get(name)
+    encoder, decoder, tokenizer = (store.path(spec.name, out.file) for out in spec.outputs)
+    return encoder, decoder, tokenizer
 
 
 def voice_id(store: ModelStore, files: tuple[Path, ...], settings: str) -> str:

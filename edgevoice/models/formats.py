@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from edgevoice.errors import ModelFormatError
+from edgevoice.models.ort_files import check_ort, check_token_list
 
 if TYPE_CHECKING:
     from edgevoice.models.whisper_ggml import GgmlWhisperInfo
@@ -366,6 +367,8 @@ _CHECKS: Mapping[str, Callable[[Path], object]] = {
     "ggml-whisper": check_ggml_whisper,
     "json": check_json,
     "safetensors": check_safetensors,
+    "ort": check_ort,
+    "token-list": check_token_list,
 }
 FORMATS: frozenset[str] = frozenset(_CHECKS)
 

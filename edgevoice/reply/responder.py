@@ -323,6 +323,8 @@ class Responder:
         if not text or cancel.is_set():
             return position
         start = position
+        spoken: SpokenClause | None = None
+        """In the trace from its first sample queued: the caption follows the playback, not the synthesis."""
         t = self.clock.now()
         for chunk in self.synthesizer.synthesize(normalize_for_speech(text)):
             trace.synthesis_s += self.clock.now() - t
@@ -336,9 +338,12 @@ class Responder:
             if trace.first_sample_queued is None:
                 trace.first_sample_queued = self.clock.now()
             position = end
+            if spoken is not None:
+                spoken.end_sample = end
+            elif end > start:
+                spoken = SpokenClause(text, start, end)
+                trace.clauses.append(spoken)
             t = self.clock.now()
-        if start is not None and position is not None and position > start:
-            trace.clauses.append(SpokenClause(text, start, position))
         return position
 
     def _clause_ready(self, trace: ReplyTrace) -> None:

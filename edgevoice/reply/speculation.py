@@ -194,6 +194,19 @@ class SpeculativeReplies:
         """The visitor fell silent and has said nothing since: the speculative decode stands for the turn's tail."""
         return self._valid
 
+    @property
+    def is_decoded(self) -> bool:
+        """The latest speculative decode is done (:attr:`decoded`)."""
+        return self.decoded.is_set()
+
+    def wait_decoded(self, timeout: float) -> bool:
+        """Until the latest speculative decode is done, ``timeout`` seconds at most; whether it is."""
+        return self.decoded.wait(timeout)
+
+    def wait_judged(self, timeout: float) -> bool:
+        """Until the words' verdict on the latest speculative decode is in, ``timeout`` seconds at most."""
+        return self.judged.wait(timeout)
+
     # -- the listener's side --------------------------------------------------------------------------------------
     def open_turn(self, turn_id: int) -> None:
         with self._lock:

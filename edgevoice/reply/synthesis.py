@@ -11,6 +11,12 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class _AllPut:
+    """Every clause of the reply was put: the worker ends once it has spoken (or dropped) them."""
 
 
 class SynthesisWorker:
@@ -19,7 +25,7 @@ class SynthesisWorker:
     def __init__(self, speak: Callable[[str], None], cancel: threading.Event) -> None:
         self._speak = speak
         self._cancel = cancel
-        self._clauses: queue.Queue[str | None] = queue.Queue()
+        self._clauses: queue.Queue[str | _AllPut] = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="edgevoice-tts", daemon=False)
         self._thread.start()
@@ -30,13 +36,13 @@ class SynthesisWorker:
     def finish(self) -> None:
         """Wait until every clause put so far is synthesized and queued (or dropped: cancelled); re-raise the
         exception that stopped the worker, if any."""
-        self._clauses.put(None)
+        self._clauses.put(_AllPut())
         self._thread.join()
         if self._error is not None:
             raise self._error
 
     def _run(self) -> None:
-        while (clause := self._clauses.get()) is not None:
+        while not isinstance(clause := self._clauses.get(), _AllPut):
             if self._cancel.is_set() or self._error is not None:
                 continue  # drain: the reply is over
             try:
