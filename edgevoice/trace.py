@@ -72,6 +72,8 @@ class TurnTimeline:
     first_queued: float | None = None
     first_handed: float | None = None
     first_played: float | None = None
+    clauses_played: tuple[float | None, ...] = ()
+    """Each clause's first sample played (DAC time), in order: the first is ``first_played``."""
 
     def stages(self) -> dict[str, float]:
         """Seconds per stage, for the stages whose both marks are known."""

@@ -246,11 +246,14 @@ class LiveAssistant:
         :class:`~edgevoice.live.events.ReplyFinished`)."""
         end = speech_end_index(turn.audio.samples, SAMPLE_RATE)
         handed = played = None
+        clauses: tuple[float | None, ...] = ()
         output = self.output
         if trace.clauses and trace.stream_start is not None and output is not None:
             real = trace.stream_start + trace.clauses[0].start_sample - self._played_base
             if real >= 0:
                 handed, played = output.pulled_time_of_real(real), output.dac_time_of_real(real)
+            starts = (trace.stream_start + c.start_sample - self._played_base for c in trace.clauses)
+            clauses = tuple(output.dac_time_of_real(r) if r >= 0 else None for r in starts)
         return TurnTimeline(
             turn.turn_id,
             speech_end=None if end is None else self.capture.adc_time_of(turn.audio.start + end),
@@ -263,6 +266,7 @@ class LiveAssistant:
             first_queued=trace.first_sample_queued,
             first_handed=handed,
             first_played=played,
+            clauses_played=clauses,
         )
 
     def xruns(self) -> XrunReport:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.converse import trace_stages
@@ -37,6 +38,13 @@ def write_lines(lines: list[str]) -> bool:
     return True
 
 
+def unix_ms(times: tuple[float | None, ...]) -> list[float | None]:
+    """perf_counter times as Unix times in ms (the wall clock read beside the counter now), for comparing with
+    another process's clock (a browser's ``performance.timeOrigin + performance.now()``)."""
+    offset = time.time() - time.perf_counter()
+    return [None if t is None else round((t + offset) * 1000, 1) for t in times]
+
+
 def turn_record(
     trace: ReplyTrace, turn: Turn, timeline: TurnTimeline, sample_rate: int, echo: dict[str, float | None] | None = None
 ) -> dict[str, object]:
@@ -67,6 +75,7 @@ def turn_record(
         **timeline.record(),
         "reply_ms": {k: round(v * 1000, 1) for k, v in trace_stages(trace).items() if k in ("llm", "tts")},
         "memory_trim_ms": None if trace.memory_trim_s is None else round(trace.memory_trim_s * 1000, 2),
+        "clauses_played_unix_ms": unix_ms(timeline.clauses_played),
         "words_verdict": None
         if turn.words_verdict is None
         else {"ms": round(turn.words_verdict[0] * 1000, 1), "tokens": turn.words_verdict[1]},
