@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from edgevoice import data
+from edgevoice.config.fields import rng as _rng
+from edgevoice.config.served import AdminConfig as AdminConfig
+from edgevoice.config.served import DisplayConfig as DisplayConfig
+from edgevoice.config.served import MetricsConfig as MetricsConfig
 from edgevoice.errors import ConfigError
 from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
 
@@ -23,10 +27,6 @@ MAX_KNOWLEDGE_BYTES = 2_000_000
 :data:`edgevoice.kiosk.knowledge.MAX_ENTRIES` allows."""
 
 # Per-field constraints: metadata={"range": (lo, hi)} for numbers, Literal[...] types for choices.
-
-
-def _rng(lo: float, hi: float) -> dict[str, tuple[float, float]]:
-    return {"range": (lo, hi)}
 
 
 @dataclass(frozen=True)
@@ -243,88 +243,6 @@ class KioskConfig:
     """With ``[asr] initial_prompt`` empty, prompt the recognizer with the venue's names from the knowledge. Off by
     default: it gets venue names right far more often, but a prompted decode needs a longer window and costs more
     than twice as much on the path from the end of speech to the reply. Turn it on where visitors say the names."""
-
-
-def _check_listen(key: str, value: str) -> None:
-    if value and value != "off":
-        from edgevoice.config.listen_address import parse_listen
-
-        try:
-            parse_listen(value)
-        except ConfigError as exc:
-            raise ConfigError(exc.message.replace("metrics.listen", key, 1)) from None
-
-
-@dataclass(frozen=True)
-class MetricsConfig:
-    listen: str = field(default="", metadata={"check": _check_listen})
-    """Serve Prometheus metrics on "127.0.0.1:PORT" / "[::1]:PORT" (loopback only) or "unix:/path"; "off": nowhere;
-    empty: the service's socket under systemd ($RUNTIME_DIRECTORY/metrics.sock, /run/edgevoice/metrics.sock), else
-    nowhere."""
-    textfile: str = ""
-    """Or write them to this file after every turn, for node_exporter's textfile collector; empty: off."""
-
-
-def _check_admin_listen(key: str, value: str) -> None:
-    if value and value != "off":
-        from edgevoice.config.admin_listen import parse_admin_listen
-
-        parse_admin_listen(value, token=True)  # a LAN address without a token is refused by AdminConfig
-
-
-def _check_admin_hosts(key: str, value: tuple[str, ...]) -> None:
-    from edgevoice.config.admin_listen import check_hosts
-
-    check_hosts(key, value)
-
-
-@dataclass(frozen=True)
-class AdminConfig:
-    listen: str = field(default="", metadata={"check": _check_admin_listen})
-    """Serve the admin page (docs/admin.md) on "unix:/path" or "127.0.0.1:PORT" / "[::1]:PORT"; on another address
-    only with ``token_file``; "off": nowhere; empty: the service's socket under systemd
-    ($RUNTIME_DIRECTORY/admin.sock, /run/edgevoice/admin.sock), else nowhere."""
-    token_file: str = ""
-    """A file holding the token the page asks for (a header ``Authorization: Bearer <token>`` or its login form);
-    required for a listen address that is not loopback; empty: no token (loopback and Unix sockets only)."""
-    hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
-    """More host names the page answers to ("kiosk.local", "kiosk.local:8443"), besides the listen address (and the
-    loopback names on loopback or a Unix socket); a request naming any other Host is refused (docs/admin.md)."""
-
-    def __post_init__(self) -> None:
-        if self.listen and self.listen != "off" and not self.token_file:
-            from edgevoice.config.admin_listen import parse_admin_listen
-
-            parse_admin_listen(self.listen, token=False)
-
-
-def _check_display_listen(key: str, value: str) -> None:
-    if value and value != "off":
-        from edgevoice.config.listen_address import is_loopback, split_listen
-
-        host, _port = split_listen(key, value)
-        if host != "unix" and not is_loopback(host):
-            raise ConfigError(
-                f"{key} = {value!r}: the display is served on loopback (127.0.0.1:PORT, [::1]:PORT) or a Unix socket "
-                "only: the browser showing it runs on the kiosk (docs/display.md)"
-            )
-
-
-@dataclass(frozen=True)
-class DisplayConfig:
-    """The kiosk's screen: live captions and state as Server-Sent Events, and its page (docs/display.md)."""
-
-    listen: str = field(default="", metadata={"check": _check_display_listen})
-    """Serve the display on "127.0.0.1:PORT" / "[::1]:PORT" or "unix:/path"; empty or "off": nowhere (the default:
-    nothing of a conversation is shown unless the operator asks)."""
-    clear_after_s: float = field(default=20.0, metadata=_rng(1.0, 600.0))
-    """Seconds after an exchange ends (or last changed) before its words leave the screen and the server."""
-    max_clients: int = field(default=16, metadata=_rng(1, 256))
-    """Pages following the stream at once; one more is refused (HTTP 503, ``display_full``)."""
-    examples: int = field(default=4, metadata=_rng(0, 20))
-    """Example questions on the idle screen, taken from the knowledge's questions."""
-    hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
-    """More host names the display answers to, as ``[admin] hosts``; any other Host is refused (DNS rebinding)."""
 
 
 def _check_key(key: str, value: str) -> None:
