@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from edgevoice.config import AsrConfig
+from edgevoice.engines.audio_screen import spectral_flatness
 from edgevoice.engines.whispercpp import (
     AUDIO_CTX_MIN,
     WhisperCppRecognizer,
     audio_ctx_for,
     looks_looped,
     phantom_reason,
-    spectral_flatness,
 )
 from edgevoice.errors import ConfigError, ModelFormatError, ModelMissingError, RecognizerError
 from edgevoice.interfaces import Recognizer

@@ -24,17 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from edgevoice.audio import SAMPLE_RATE
+from edgevoice.engines.audio_screen import NOISE_FLATNESS, screen_audio
 from edgevoice.engines.onnx_session import open_session
 from edgevoice.engines.speech_evidence import speech_evidence
 from edgevoice.engines.whispercpp import (
     DEFAULT_PHANTOM_PHRASES,
-    MIN_SECONDS,
-    NOISE_FLATNESS,
     SAID_PHANTOM_PHRASES,
-    SILENCE_PEAK,
     collapse_repeated_sentences,
     phantom_reason,
-    spectral_flatness,
 )
 from edgevoice.errors import ConfigError, ModelFormatError, RecognizerError
 from edgevoice.events import Transcript
@@ -142,17 +139,9 @@ class MoonshineOnnxRecognizer:
 
     def transcribe(self, audio: npt.NDArray[np.float32], *, prompt: str = "") -> Transcript:
         """Transcribe mono float32 audio at 16 kHz, any length; ``prompt`` is ignored (Moonshine takes none)."""
-        samples = np.ascontiguousarray(audio, dtype=np.float32)
-        if samples.ndim != 1:
-            raise RecognizerError(f"expected mono audio (1-D), got shape {samples.shape}")
-        if samples.size < MIN_SECONDS * SAMPLE_RATE:
-            return Transcript(text="", filtered="too_short" if samples.size else None)
-        if not np.all(np.isfinite(samples)):
-            raise RecognizerError("audio contains NaN or infinite samples")
-        if float(np.max(np.abs(samples))) < SILENCE_PEAK:
-            return Transcript(text="", no_speech_prob=1.0, filtered="silence")
-        if self.noise_flatness is not None and spectral_flatness(samples) > self.noise_flatness:
-            return Transcript(text="", no_speech_prob=1.0, filtered="noise")
+        samples, screened = screen_audio(audio, self.noise_flatness)
+        if screened is not None:
+            return screened
         pieces = split_pieces(samples, int(PIECE_SECONDS * SAMPLE_RATE), int(CUT_SEARCH_SECONDS * SAMPLE_RATE))
         texts, logps = [], []
         for piece in pieces:

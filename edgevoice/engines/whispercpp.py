@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from edgevoice import data
 from edgevoice.audio import SAMPLE_RATE
+from edgevoice.engines.audio_screen import NOISE_FLATNESS, screen_audio
 from edgevoice.engines.speech_evidence import speech_evidence
 from edgevoice.errors import ConfigError, ModelMissingError, RecognizerError
 from edgevoice.events import Transcript
@@ -44,13 +45,9 @@ __all__ = [
     "audio_ctx_for",
     "looks_looped",
     "phantom_reason",
-    "spectral_flatness",
     "whisper_languages",
 ]
 
-MIN_SECONDS = 0.1
-SILENCE_PEAK = 1e-4  # about -80 dBFS: digital silence, not worth an encoder pass
-NOISE_FLATNESS = 0.35  # white noise measures ~0.5; speech <= 0.2 even at 0 dB SNR in white noise
 ENCODER_FRAMES_PER_SECOND = 50  # 100 mel frames per second, halved by the encoder's stride-2 convolution
 AUDIO_CTX_STEP = 64
 AUDIO_CTX_MARGIN = 32  # 0.64 s of context after the speech
@@ -146,24 +143,6 @@ def audio_ctx_for(n_samples: int, n_audio_ctx: int = 1500, *, minimum: int = AUD
     """
     frames = math.ceil(n_samples * ENCODER_FRAMES_PER_SECOND / SAMPLE_RATE) + AUDIO_CTX_MARGIN
     return min(n_audio_ctx, max(minimum, math.ceil(frames / AUDIO_CTX_STEP) * AUDIO_CTX_STEP))
-
-
-def spectral_flatness(audio: npt.NDArray[np.float32], percentile: float = 10.0) -> float:
-    """Low-percentile spectral flatness (100 Hz - 4 kHz, 25 ms frames) of the audible frames of 16 kHz audio.
-
-    Near 0.5 for white noise; speech has harmonic frames far below that, so the low percentile stays small
-    whenever anyone speaks, even in loud noise.
-    """
-    if audio.size < 400:
-        return 0.0
-    frames = np.lib.stride_tricks.sliding_window_view(audio.astype(np.float64), 400)[::160]
-    power = np.abs(np.fft.rfft(frames * np.hanning(400), axis=1)) ** 2
-    freqs = np.fft.rfftfreq(400, 1.0 / SAMPLE_RATE)
-    power = power[:, (freqs >= 100.0) & (freqs <= 4000.0)] + 1e-20
-    energy = power.mean(axis=1)
-    audible = energy > energy.max() * 1e-3
-    flatness = np.exp(np.log(power[audible]).mean(axis=1)) / energy[audible]
-    return float(np.percentile(flatness, percentile))
 
 
 _load_lock = threading.Lock()
@@ -276,17 +255,9 @@ class WhisperCppRecognizer:
 
         A looping short-window decode is mended (repeated sentence dropped) or, with ``retry``, decoded again with
         the whole window."""
-        samples = np.ascontiguousarray(audio, dtype=np.float32)
-        if samples.ndim != 1:
-            raise RecognizerError(f"expected mono audio (1-D), got shape {samples.shape}")
-        if samples.size < MIN_SECONDS * SAMPLE_RATE:
-            return Transcript(text="", filtered="too_short" if samples.size else None)
-        if not np.all(np.isfinite(samples)):
-            raise RecognizerError("audio contains NaN or infinite samples")
-        if float(np.max(np.abs(samples))) < SILENCE_PEAK:
-            return Transcript(text="", no_speech_prob=1.0, filtered="silence")
-        if self.noise_flatness is not None and spectral_flatness(samples) > self.noise_flatness:
-            return Transcript(text="", no_speech_prob=1.0, filtered="noise")
+        samples, screened = screen_audio(audio, self.noise_flatness)
+        if screened is not None:
+            return screened
         heard = samples
         pad = np.zeros(int(PAD_SECONDS * SAMPLE_RATE), dtype=np.float32)
         samples = np.concatenate([pad, samples, pad])
