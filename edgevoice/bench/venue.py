@@ -52,6 +52,9 @@ class Question:
     """follow_up only: the id of the question asked just before, in the same conversation."""
     small_talk: str = ""
     """small_talk only: greeting, thanks, identity, hearing_check or goodbye."""
+    entry: str = ""
+    """The entry that answers it (its question, or the start of its text), where the facts alone do not tell
+    (:mod:`edgevoice.bench.entry_labels`)."""
 
     @property
     def in_knowledge(self) -> bool:
@@ -94,6 +97,7 @@ def parse_questions(text: str, source: str) -> tuple[Question, ...]:
                 id=str(row["id"]), text=str(row["text"]), kind=str(row["kind"]), split=str(row["split"]),
                 facts=tuple(tuple(str(s) for s in group) for group in row.get("facts", ())),
                 after=str(row.get("after", "")), small_talk=str(row.get("small_talk", "")),
+                entry=str(row.get("entry", "")),
             )  # fmt: skip
         except KeyError as exc:
             raise ConfigError(f"{where}: missing key {exc.args[0]!r}") from exc

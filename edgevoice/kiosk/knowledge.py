@@ -17,6 +17,7 @@ Each entry is compiled back into one line of the system prompt, and indexed for 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import tomllib
@@ -35,6 +36,7 @@ __all__ = [
     "Entry",
     "compile_knowledge",
     "duplicate_questions",
+    "entry_key",
     "estimate_tokens",
     "example_turns",
     "parse_knowledge",
@@ -65,6 +67,13 @@ class Entry:
     question: str
     answer: str
     keywords: tuple[str, ...] = ()
+    asked: tuple[str, ...] = ()
+    """Other ways visitors ask this entry (the operator's review, or compiled when the knowledge was saved)."""
+
+    @property
+    def key(self) -> str:
+        """A stable name for the entry: its question and answer, not the ways of asking attached to it."""
+        return entry_key(self.question, self.answer)
 
     def line(self) -> str:
         """The entry as one line of the prompt."""
@@ -93,6 +102,11 @@ _EMPHASIS = re.compile(
     r"|\*(?=[^\s*])([^*]+?)(?<=\S)\*|_(?=[^\s_])([^_]+?)(?<=\S)_|`([^`]+)`"
 )
 _TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
+
+
+def entry_key(question: str, answer: str) -> str:
+    """The name :attr:`Entry.key` gives an entry with this question and answer (12 hex digits of a SHA-256)."""
+    return hashlib.sha256(f"{question.strip()}\n{answer.strip()}".encode()).hexdigest()[:12]
 
 
 def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str] | None = None) -> list[Entry]:
@@ -171,20 +185,29 @@ def _parse_toml(text: str) -> list[Entry]:
     entries = []
     for number, table in enumerate(data["qa"], 1):
         where = f"knowledge: [[qa]] number {number}"
-        extra = sorted(set(table) - {"question", "answer", "keywords"})
+        extra = sorted(set(table) - {"question", "answer", "keywords", "asked"})
         if extra:
-            raise ConfigError(f"{where}: unknown key {extra[0]!r} (allowed: question, answer, keywords)")
+            raise ConfigError(f"{where}: unknown key {extra[0]!r} (allowed: question, answer, keywords, asked)")
         question, answer = table.get("question", ""), table.get("answer")
-        keywords = table.get("keywords", [])
+        keywords, asked = table.get("keywords", []), table.get("asked", [])
         if not isinstance(answer, str) or not answer.strip():
             raise ConfigError(f"{where}: needs an answer (a non-empty string)")
         if not isinstance(question, str):
             raise ConfigError(f"{where}: question must be a string")
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise ConfigError(f"{where}: keywords must be a list of strings")
-        for value in (question, answer, *keywords):
+        if not isinstance(asked, list) or not all(isinstance(a, str) for a in asked):
+            raise ConfigError(f"{where}: asked must be a list of strings (other ways visitors ask it)")
+        for value in (question, answer, *keywords, *asked):
             _check_length(value, where.removeprefix("knowledge: "))
-        entries.append(Entry(_clean(question), _clean(answer), tuple(k.strip() for k in keywords if k.strip())))
+        entries.append(
+            Entry(
+                _clean(question),
+                _clean(answer),
+                tuple(k.strip() for k in keywords if k.strip()),
+                tuple(a.strip() for a in asked if a.strip()),
+            )
+        )
     return entries
 
 
