@@ -56,6 +56,9 @@ class Grounding:
     small_talk: str | None = None
     """The question is small talk (:mod:`edgevoice.kiosk.small_talk`): the reply to speak as it stands, without the
     model."""
+    margin: float | None = None
+    """Semantic matching: how far the best entry's ranking score leads the second's (None: matched by words only, or
+    a knowledge of one entry)."""
 
 
 class GroundingSource(Protocol):

@@ -80,6 +80,15 @@ NEAR_MISS_TOLD = 0.55
 that entry's answer after the refusal (:meth:`edgevoice.kiosk.grounding.Kiosk.refusal`)."""
 
 
+def ranking_margin(order: Sequence[int], similarity: np.ndarray, covered: np.ndarray) -> float | None:
+    """How far the best entry's ranking score (similarity plus :data:`RANK_LEXICAL_WEIGHT` times its word coverage)
+    leads the second's; None with fewer than two entries."""
+    if len(order) < 2:
+        return None
+    score = similarity + RANK_LEXICAL_WEIGHT * covered
+    return float(score[order[0]] - score[order[1]])
+
+
 class _Meaning(NamedTuple):
     """What matching by meaning needs, made together (in the background for a large knowledge)."""
 
@@ -293,8 +302,9 @@ class Matcher:
         order, similarity, relevance, covered = self._ranked(question)
         entries = tuple(self.entries[i] for i in order[: self.retrieve_entries])
         best = float(similarity.max())
+        margin = ranking_margin(order, similarity, covered)
         if small_talk:
-            return Grounding(True, coverage, entries, similarity=best, question=question)
+            return Grounding(True, coverage, entries, similarity=best, question=question, margin=margin)
         known = self.grounding_threshold <= 0.0 or best >= (SEMANTIC_KNOWN_LENIENT if self.lenient else SEMANTIC_KNOWN)
         known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
         direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
@@ -309,7 +319,7 @@ class Matcher:
             features = ranking_features(order, similarity, relevance, covered, lacks)
             if top.question and top.answer and self.read_out.reads_out(features):
                 direct = top.answer
-        return Grounding(known, coverage, entries, direct if known else None, best, question)
+        return Grounding(known, coverage, entries, direct if known else None, best, question, margin=margin)
 
     def read_out_features(self, question: str) -> np.ndarray | None:
         """The learned read-out's features of ``question`` (:func:`~edgevoice.kiosk.read_out.ranking_features`), as

@@ -23,7 +23,7 @@ from edgevoice.reply.bounds import ReplyBounds, ReplyLimit, closed
 from edgevoice.reply.chunker import ClauseChunker
 from edgevoice.reply.speech_text import normalize_for_speech, speakable
 from edgevoice.reply.synthesis import SynthesisWorker
-from edgevoice.reply.trace import ReplyTrace, SpokenClause
+from edgevoice.reply.trace import RANKED_KEPT, ReplyTrace, SpokenClause
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +294,10 @@ class Responder:
         trace.answered_by = answered if isinstance(answered, Answered) else None
         verdict = getattr(self.llm, "last_verdict", None)
         trace.verdict = verdict.value if isinstance(verdict, Enum) else None
+        grounding = getattr(self.llm, "last_grounding", None)  # a GroundedModel's: what the kiosk ranked first
+        trace.ranked = tuple(e.key for e in getattr(grounding, "entries", ())[:RANKED_KEPT])
+        margin = getattr(grounding, "margin", None)
+        trace.margin = margin if isinstance(margin, float) else None
         trace.cancelled = cancel.is_set()
         trace.reply = " ".join(c.text for c in trace.clauses)
         if cut is not None:

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 from edgevoice.events import Answered
 
+RANKED_KEPT = 3
+"""Entries of the grounding a trace names (:attr:`ReplyTrace.ranked`): the review inbox shows them."""
+
 
 @dataclass
 class SpokenClause:
@@ -41,6 +44,12 @@ class ReplyTrace:
     verdict: str | None = None
     """Who answered, as the grounding names it (:class:`~edgevoice.kiosk.grounding_types.Verdict`: "direct",
     "model", "gate", "unheard"...); None without grounding."""
+    ranked: tuple[str, ...] = ()
+    """The keys (:attr:`~edgevoice.kiosk.knowledge.Entry.key`) of the entries the kiosk ranked first for the
+    question, best first, at most :data:`RANKED_KEPT`; empty without grounding."""
+    margin: float | None = None
+    """How far the best entry's ranking score led the second's (:attr:`~edgevoice.kiosk.grounding_types.Grounding.
+    margin`); None without grounding by meaning."""
     cancelled: bool = False
     speculative_transcript: bool = False
     """The transcript was decoded while the end of the turn was being confirmed."""
