@@ -105,6 +105,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "path_not_ours": ErrorCode(
         EXIT_ERROR, "a socket or file the service would create holds something that is not its own; it is left alone"
     ),
+    "review_gone": ErrorCode(EXIT_ERROR, "admin page: the review item is no longer in the inbox (HTTP 404)"),
+    "review_invalid": ErrorCode(EXIT_ERROR, "admin page: a review action's question or answer is empty or too long"),
+    "review_off": ErrorCode(EXIT_ERROR, "admin page: the review inbox is off (`[review] enabled`; HTTP 409)"),
+    "review_unavailable": ErrorCode(EXIT_ERROR, "the review inbox's directory cannot be made (`[review] dir`)"),
     "ring_closed": ErrorCode(EXIT_ERROR, "a shared-memory audio ring was used after it was closed"),
     "ring_exists": ErrorCode(EXIT_ERROR, "a shared-memory audio ring of that name already exists"),
     "ring_format": ErrorCode(EXIT_ERROR, "a shared-memory block is not an edgevoice audio ring"),

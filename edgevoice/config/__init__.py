@@ -17,6 +17,7 @@ from edgevoice.config.fields import rng as _rng
 from edgevoice.config.served import AdminConfig as AdminConfig
 from edgevoice.config.served import DisplayConfig as DisplayConfig
 from edgevoice.config.served import MetricsConfig as MetricsConfig
+from edgevoice.config.served import ReviewConfig as ReviewConfig
 from edgevoice.errors import ConfigError
 from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
 
@@ -316,6 +317,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
     display: DisplayConfig = field(default_factory=DisplayConfig)
+    review: ReviewConfig = field(default_factory=ReviewConfig)
     activation: ActivationConfig = field(default_factory=ActivationConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)

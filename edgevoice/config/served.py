@@ -89,3 +89,22 @@ class DisplayConfig:
     """Example questions on the idle screen, taken from the knowledge's questions."""
     hosts: tuple[str, ...] = field(default=(), metadata={"check": _check_admin_hosts})
     """More host names the display answers to, as ``[admin] hosts``; any other Host is refused (DNS rebinding)."""
+
+
+@dataclass(frozen=True)
+class ReviewConfig:
+    """The review inbox on the admin page: the questions the kiosk refused, asked again or answered with a low
+    margin, kept as text for the operator (docs/admin.md, "Review inbox")."""
+
+    enabled: bool = False
+    """Keep such questions (text only, numbers masked); off, the default: nothing of a visitor's words is kept."""
+    keep_days: int = field(default=14, metadata=_rng(1, 365))
+    """An item is deleted this many days after it was last asked."""
+    max_items: int = field(default=500, metadata=_rng(1, 10000))
+    """At most this many items are kept; the oldest go first."""
+    low_margin: float = field(default=0.08, metadata=_rng(0.0, 1.0))
+    """An answered question goes to the inbox when its best entry's ranking score (cosine similarity plus a quarter
+    of its word coverage) leads the second's by less than this (semantic matching only; 0: never)."""
+    dir: str = ""
+    """Where its file is kept; empty: the service's state directory ``/var/lib/edgevoice/review``
+    (``$STATE_DIRECTORY``), else ``$XDG_STATE_HOME/edgevoice/review`` (``~/.local/state/edgevoice/review``)."""
