@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from edgevoice.reply.hedge import HedgedModel
     from edgevoice.reply.presynthesis import Presynthesis
     from edgevoice.reply.trace import ReplyTrace
+    from edgevoice.review.store import ReviewStore
     from edgevoice.trace import TurnTimeline
 
 log = logging.getLogger(__name__)
@@ -289,7 +290,8 @@ class TurnRecords:
 @dataclass
 class Appliance:
     """The running appliance's parts built on the loaded models: the assistant, the live loop, the presynthesis,
-    the model recheck and (once started) the admin page, each closed by :meth:`close`."""
+    the model recheck, the review inbox (with ``[review] enabled``) and (once started) the admin page, each closed by
+    :meth:`close`."""
 
     config: Config
     models: LoadedModels
@@ -300,6 +302,7 @@ class Appliance:
     turns: TurnRecords
     admin: AdminHandle | None = None
     display: DisplayHandle | None = None
+    review: ReviewStore | None = None
 
     def start_services(self, monitor: ServiceMonitor) -> None:
         """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
@@ -308,7 +311,8 @@ class Appliance:
 
         self.recheck.start()
         live = self.live
-        self.admin = start_admin(self.config, LiveAppliance(self.config, self.assistant, monitor, lambda: live))
+        appliance = LiveAppliance(self.config, self.assistant, monitor, lambda: live)
+        self.admin = start_admin(self.config, appliance, review=self.review)
         self.turns.admin = self.admin
         assistant = self.assistant
         self.display = start_display(
@@ -328,6 +332,8 @@ class Appliance:
             self.display.close()
         if self.admin is not None:
             self.admin.close()
+        if self.review is not None:
+            self.review.close()
         self.assistant.close()
         if self.presynthesis is not None:
             self.presynthesis.close()
@@ -347,6 +353,8 @@ def build_appliance(
     from edgevoice.live.assistant import LiveAssistant
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
+    from edgevoice.review.collector import ReviewCollector
+    from edgevoice.review.service import open_review
 
     idle = LoopIdle()  # a large knowledge is embedded, replies presynthesized, models hashed only between turns
     # A model file changed after it was verified at load: hash every file again once ready (seconds of work, too
@@ -357,6 +365,7 @@ def build_appliance(
     presynthesis: Presynthesis | None = None
     wake_word: MicroWakeWord | None = None
     live: LiveAssistant | None = None
+    review = open_review(config.review)  # pruned now; None when off: nothing of a visitor's words is kept
     try:
         assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
         assistant.warm_up()
@@ -374,8 +383,14 @@ def build_appliance(
         live = LiveAssistant(config, models.engines, models.turn_model, assistant.responder, wake_word=wake_word)
         turns.timeline, turns.echo = live.timeline, live.reply_echo
         live.loop.bus.subscribe(turns, name="records", maxsize=RECORDS_QUEUE)
+        if review is not None:
+            kiosk_of = assistant  # the knowledge as reloaded: the ranked entries' questions as the operator sees them
+            collect = ReviewCollector(review, lambda: kiosk_of.kiosk.entries, low_margin=config.review.low_margin)
+            live.loop.bus.subscribe(collect, name="review")
     except BaseException:
         recheck.close()
+        if review is not None:
+            review.close()
         if assistant is not None:
             assistant.close()
         if presynthesis is not None:
@@ -384,4 +399,4 @@ def build_appliance(
             wake_word.close()
         raise
     idle.follow(live.loop.idle)
-    return Appliance(config, models, recheck, assistant, presynthesis, live, turns)
+    return Appliance(config, models, recheck, assistant, presynthesis, live, turns, review=review)

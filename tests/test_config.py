@@ -76,3 +76,4 @@ def test_example_config_loads_and_matches_the_defaults() -> None:
     assert config.vad == Config().vad
     assert config.audio == Config().audio
     assert config.endpointing == Config().endpointing
+    assert config.review == Config().review

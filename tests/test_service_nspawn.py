@@ -283,14 +283,16 @@ def test_a_turn_is_answered_and_journaled_with_latencies_and_no_audio_on_disk(
     assert record["SYSLOG_IDENTIFIER"] == "edgevoice" and record["PRIORITY"] == "6"
     assert float(np.sqrt(np.mean(reply**2))) > 0.01  # the reply was spoken
 
-    # privacy: with the default configuration no audio reaches the disk. ProtectSystem=strict leaves the service
-    # its StateDirectory (the debug recorder's, the admin page's knowledge) and its private /tmp and /var/tmp (under
-    # these) writable, no more.
+    # privacy: with the default configuration no audio reaches the disk, nor any text of the review inbox (off).
+    # ProtectSystem=strict leaves the service its StateDirectory (the debug recorder's, the admin page's knowledge,
+    # the review inbox's) and its private /tmp and /var/tmp (under these) writable, no more.
     assert box.props(UNIT, "ReadWritePaths", "StateDirectory") == {
         "ReadWritePaths": "",
-        "StateDirectory": "edgevoice/debug edgevoice/knowledge",
+        "StateDirectory": "edgevoice/debug edgevoice/knowledge edgevoice/review",
     }
-    writable = box.run("find", "/var/lib/edgevoice/debug", "/tmp", "/var/tmp", "-type", "f").stdout.split()
+    writable = box.run(
+        "find", "/var/lib/edgevoice/debug", "/var/lib/edgevoice/review", "/tmp", "/var/tmp", "-type", "f"
+    ).stdout.split()
     assert writable == [], writable
 
     # metrics: on by default under the unit, on the socket in its RuntimeDirectory (the sandbox allows AF_UNIX only),

@@ -38,10 +38,13 @@ ADMIN_CODES: dict[str, int] = {
     "knowledge_not_editable": 409,
     "selftest_running": 409,
     "trigger_unavailable": 409,
+    "review_off": 409,
+    "review_gone": 404,
+    "review_invalid": 422,
 }
 """Each code of the admin page's own errors and its HTTP status."""
 
-KIOSK_STATUS: dict[str, int] = {"kiosk_busy": 503}
+KIOSK_STATUS: dict[str, int] = {"kiosk_busy": 503, "knowledge_entry_changed": 409, "knowledge_changed_meanwhile": 409}
 """The status of an :class:`~edgevoice.errors.EdgeVoiceError` from the kiosk, by code; any other: 422 (the text sent
 cannot be used)."""
 

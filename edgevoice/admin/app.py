@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -36,17 +37,42 @@ from edgevoice.admin.api_errors import (
     status_of,
 )
 from edgevoice.admin.hosts import HostGuard, ServedHosts
+from edgevoice.admin.inbox import Inbox
+from edgevoice.admin.inbox_page import inbox_section
 from edgevoice.admin.knowledge_file import decode_text, save_and_reload
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
+from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
 from edgevoice.trace import STAGE_NAMES
+
+if TYPE_CHECKING:
+    from edgevoice.review.store import ReviewStore
 
 __all__ = ["COOKIE", "Appliance", "create_app"]
 
 COOKIE = "edgevoice_admin"
 MAX_FORM_BYTES = 4 * MAX_KNOWLEDGE_BYTES
 """A form larger than this is refused unread (the knowledge, url-encoded, with room to spare)."""
+DONE = {
+    "attach": "Attached and reloaded in {reload_ms} ms: {entries} entries.",
+    "add": "Added and reloaded in {reload_ms} ms: {entries} entries.",
+    "settle": "Marked rightly refused: it will not be kept again.",
+    "delete": "Deleted.",
+    "clear": "Deleted all: {deleted} questions.",
+}
+"""What the page says when an inbox action is done (the action's JSON fills it in)."""
+
+
+def _text_field(name: str, value: object) -> str:
+    """A form's field (bytes as sent) or a JSON body's as text; ``review_invalid`` when it is not UTF-8 text."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, bytes):
+        raise EdgeVoiceError(f"the field {name!r} is not text", code="review_invalid")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EdgeVoiceError(f"the field {name!r} is not UTF-8 text", code="review_invalid") from None
 
 
 class Appliance(Protocol):
@@ -80,11 +106,17 @@ class Appliance(Protocol):
 
 
 def create_app(
-    appliance: Appliance, selftest: SelftestRunner, *, hosts: ServedHosts, token: str | None = None
+    appliance: Appliance,
+    selftest: SelftestRunner,
+    *,
+    hosts: ServedHosts,
+    token: str | None = None,
+    review: ReviewStore | None = None,
 ) -> Starlette:
     """The admin app answering for ``hosts`` only; ``token``: the one every request must bring (None: none, for
-    loopback and Unix sockets)."""
+    loopback and Unix sockets); ``review``: the review inbox's store (None: ``[review]`` is off)."""
     saving = asyncio.Lock()  # saves wait their turn here, not on a worker thread the status page needs
+    inbox = Inbox(review, appliance, time.perf_counter)
 
     def authorized(request: Request) -> bool:
         if token is None:
@@ -107,19 +139,35 @@ def create_app(
         hide = not appliance.log_transcripts
         return [{**t, "transcript": None, "reply": None} if hide else dict(t) for t in appliance.turns()]
 
-    def page(message: str = "", error: bool = False, text: str | None = None, status_code: int = 200) -> Response:
+    def page(
+        message: str = "",
+        error: bool = False,
+        text: str | None = None,
+        status_code: int = 200,
+        inbox_message: str = "",
+    ) -> Response:
         path = appliance.knowledge_path
+        knowledge = appliance.knowledge_text() if text is None else text
         sections = [
             pages.status_section(appliance.status()),
             pages.turns_section(visible_turns(), STAGE_NAMES),
             pages.knowledge_section(
                 None if path is None else str(path),
-                appliance.knowledge_text() if text is None else text,
+                knowledge,
                 message,
                 error,
             ),
             pages.selftest_section(selftest.state().as_json()),
         ]
+        if inbox.enabled:
+            assert review is not None
+            entries = [
+                (e.key, e.question or e.answer) for e in parse_knowledge(appliance.knowledge_text(), warnings=[])
+            ]
+            listing = inbox.listing()
+            sections.append(
+                inbox_section(listing, entries, keep_days=review.keep_days, message=inbox_message, error=error)
+            )
         return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
 
     async def bounded_body(request: Request) -> bytes | None:
@@ -162,9 +210,13 @@ def create_app(
 
     async def save_in_turn(data: bytes) -> dict[str, object] | EdgeVoiceError:
         """:func:`save`, one at a time, on a worker thread; an error returned."""
+        return await in_turn(save, data)
+
+    async def in_turn(action: Callable[..., dict[str, object]], *args: Any) -> dict[str, object] | EdgeVoiceError:
+        """``action`` (a save, an inbox action), one at a time, on a worker thread; an error returned."""
         async with saving:
             try:
-                return await run_in_threadpool(save, data)
+                return await run_in_threadpool(action, *args)
             except EdgeVoiceError as exc:
                 return exc
 
@@ -187,6 +239,34 @@ def create_app(
             f" Warnings: {warnings}" if warnings else ""
         )
         return await run_in_threadpool(page, message)
+
+    async def inbox_form(request: Request) -> Response:
+        fields = await form(request)
+        if fields is None:
+            return too_large
+        action, item = request.path_params.get("action", "clear"), request.path_params.get("item_id")
+        result = await in_turn(inbox_action, action, item, fields)
+        if isinstance(result, EdgeVoiceError):
+            shown = f"Not done: {result.message}"
+            return await run_in_threadpool(lambda: page(error=True, status_code=status_of(result), inbox_message=shown))
+        return await run_in_threadpool(lambda: page(inbox_message=DONE[action].format(**result)))
+
+    def inbox_action(action: str, item: int | None, fields: Mapping[str, object]) -> dict[str, object]:
+        """One action of the inbox (``fields``: a form's or a JSON body's)."""
+        text = {k: _text_field(k, v) for k, v in fields.items()}
+        if action == "clear":
+            return inbox.clear()
+        assert item is not None
+        if action == "attach":
+            key = text.get("key", "")
+            return inbox.attach(item, text.get("other", "") if key == "other" else key, text.get("question"))
+        if action == "add":
+            return inbox.add(item, text.get("answer", ""), text.get("question"))
+        if action == "settle":
+            return inbox.settle(item)
+        if action == "delete":
+            return inbox.delete(item)
+        raise HTTPException(404)
 
     async def selftest_form(request: Request) -> Response:
         selftest.start()
@@ -229,6 +309,27 @@ def create_app(
             return error_response("selftest_running", "a self-test is running; one runs at a time")
         return JSONResponse(selftest.state().as_json(), status_code=202)
 
+    async def api_review(request: Request) -> Response:
+        if request.method == "GET":
+            return JSONResponse(await run_in_threadpool(inbox.listing))
+        return await api_review_action(request)
+
+    async def api_review_action(request: Request) -> Response:
+        item, action = request.path_params.get("item_id"), request.path_params.get("action")
+        if action is None:  # DELETE /api/review/N: that item; DELETE /api/review: all
+            action = "clear" if item is None else "delete"
+        body = await bounded_body(request)
+        if body is None:
+            return error_response("admin_too_large", f"the request is over {MAX_FORM_BYTES:,} bytes")
+        try:
+            fields = json.loads(body) if body.strip() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return error_response("review_invalid", "the body is not a JSON object")
+        if not isinstance(fields, dict) or action not in DONE:
+            return error_response("review_invalid" if action in DONE else "admin_not_found", f"{action}: not an action")
+        result = await in_turn(inbox_action, action, item, fields)
+        return kiosk_error(result) if isinstance(result, EdgeVoiceError) else JSONResponse(result)
+
     async def api_trigger(request: Request) -> Response:
         if await run_in_threadpool(appliance.trigger):
             return JSONResponse({"ok": True})
@@ -238,12 +339,17 @@ def create_app(
         Route("/", guarded(index)),
         Route("/knowledge", guarded(knowledge_form), methods=["POST"]),
         Route("/selftest", guarded(selftest_form), methods=["POST"]),
+        Route("/inbox/clear", guarded(inbox_form), methods=["POST"]),
+        Route("/inbox/{item_id:int}/{action}", guarded(inbox_form), methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/api/status", guarded(api_status)),
         Route("/api/turns", guarded(api_turns)),
         Route("/api/knowledge", guarded(api_knowledge), methods=["GET", "PUT"]),
         Route("/api/selftest", guarded(api_selftest), methods=["GET", "POST"]),
         Route("/api/trigger", guarded(api_trigger), methods=["POST"]),
+        Route("/api/review", guarded(api_review), methods=["GET", "DELETE"]),
+        Route("/api/review/{item_id:int}", guarded(api_review_action), methods=["DELETE"]),
+        Route("/api/review/{item_id:int}/{action}", guarded(api_review_action), methods=["POST"]),
     ]
     return Starlette(
         routes=routes,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from edgevoice.admin.selftest_runner import SelftestRunner
     from edgevoice.admin.server import AdminServer
     from edgevoice.converse import Assistant
+    from edgevoice.review.store import ReviewStore
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +168,10 @@ class AdminHandle:
         self.server.close()
 
 
-def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
-    """The admin page as ``[admin]`` configures it (the service's socket by default); None when it is off or cannot
-    listen (logged: the kiosk answers without it)."""
+def start_admin(config: Config, appliance: LiveAppliance, *, review: ReviewStore | None = None) -> AdminHandle | None:
+    """The admin page as ``[admin]`` configures it (the service's socket by default), with the review inbox of
+    ``review`` (None: ``[review]`` is off); None when it is off or cannot listen (logged: the kiosk answers without
+    it)."""
     from edgevoice.admin.app import create_app
     from edgevoice.admin.hosts import ServedHosts
     from edgevoice.admin.selftest_runner import SelftestRunner, selftest_command
@@ -183,7 +185,7 @@ def start_admin(config: Config, appliance: LiveAppliance) -> AdminHandle | None:
     if listen.rpartition(":")[0] in ("0.0.0.0", "[::]") and not config.admin.hosts:
         log.warning("admin page: on %s it answers to loopback names only until [admin] hosts names others", listen)
     selftest = SelftestRunner(selftest_command(config.source))
-    app = create_app(appliance, selftest, hosts=hosts, token=token)
+    app = create_app(appliance, selftest, hosts=hosts, token=token, review=review)
     try:
         server = AdminServer(app, listen, token=token is not None)
     except (OSError, EdgeVoiceError) as exc:
