@@ -22,6 +22,14 @@ button{background:#1f6f43;color:#fff;border:0;border-radius:4px;padding:6px 14px
 .error{background:#fde8e8;border:1px solid #c33;padding:6px;white-space:pre-wrap}
 .ok{background:#e6f6ea;border:1px solid #2a8;padding:6px}
 pre{font-size:12px;white-space:pre-wrap}
+#inbox{grid-column:1/-1}
+#inbox ol{padding-left:20px}
+#inbox li{border-bottom:1px solid #e3e3e8;padding:6px 0}
+#inbox fieldset{border:1px solid #ccd;border-radius:4px;margin:6px 0}
+#inbox form.inline{display:inline}
+#inbox textarea{height:auto}
+button.quiet{background:#667}
+button.danger{background:#a33}
 """
 
 
