@@ -3,12 +3,14 @@ and new entries into a knowledge text in its own format (edgevoice/kiosk/knowled
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import edgevoice
+from edgevoice.admin.knowledge_file import backup_path, content_sha256, save_and_reload
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, parse_knowledge
 from edgevoice.kiosk.knowledge_edit import add_entry, attach_question
@@ -225,3 +227,50 @@ def test_a_file_that_cannot_be_written_into_safely_is_refused_and_left_alone() -
     with pytest.raises(ConfigError) as caught:
         attach_question(text, entries[-1].key, "internet?")
     assert caught.value.code == "knowledge_edit_failed"
+
+
+# -- saving: two operators at once -----------------------------------------------------------------------------------
+
+
+def test_two_saves_of_the_same_version_at_once_one_wins_and_the_other_is_told_to_reload(tmp_path: Path) -> None:
+    path = tmp_path / "venue.txt"
+    path.write_text("Wifi? Yes.\n", encoding="utf-8")
+    version = content_sha256(path.read_bytes())
+    texts = [add_entry("Wifi? Yes.\n", f"Is there a room {n}?", f"Yes, room {n}.") for n in range(2)]
+    start = threading.Barrier(len(texts))
+    outcomes: dict[str, str] = {}
+
+    def save(text: str) -> None:
+        start.wait(timeout=30)
+        try:
+            save_and_reload(path, text, reload=lambda: None, clock=lambda: 0.0, expected_sha256=version)
+            outcomes[text] = "saved"
+        except ConfigError as exc:
+            outcomes[text] = exc.code
+            assert "reload the knowledge" in exc.message and str(path) in exc.message
+
+    threads = [threading.Thread(target=save, args=(text,)) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(outcomes.values()) == ["knowledge_changed_meanwhile", "saved"]
+    winner = next(text for text, outcome in outcomes.items() if outcome == "saved")
+    assert path.read_text(encoding="utf-8") == winner
+    assert backup_path(path).read_text(encoding="utf-8") == "Wifi? Yes.\n"
+
+
+def test_a_save_of_a_version_edited_by_hand_meanwhile_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "venue.txt"
+    path.write_text("Wifi? Yes.\n", encoding="utf-8")
+    version = content_sha256(path.read_bytes())
+    path.write_text("Wifi? Yes, free.\n", encoding="utf-8")  # by hand, meanwhile
+    reloaded: list[int] = []
+    with pytest.raises(ConfigError) as caught:
+        save_and_reload(path, "Wifi? No.\n", lambda: reloaded.append(1), lambda: 0.0, expected_sha256=version)
+    assert caught.value.code == "knowledge_changed_meanwhile"
+    assert path.read_text(encoding="utf-8") == "Wifi? Yes, free.\n" and not backup_path(path).exists() and not reloaded
+    saved = save_and_reload(
+        path, "Wifi? No.\n", lambda: None, lambda: 0.0, expected_sha256=content_sha256(b"Wifi? Yes, free.\n")
+    )
+    assert saved.entries == 1 and path.read_text(encoding="utf-8") == "Wifi? No.\n"
