@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import edgevoice
+from edgevoice import cli
 from edgevoice.admin.knowledge_file import backup_path, content_sha256, save_and_reload
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, parse_knowledge
@@ -274,3 +275,34 @@ def test_a_save_of_a_version_edited_by_hand_meanwhile_writes_nothing(tmp_path: P
         path, "Wifi? No.\n", lambda: None, lambda: 0.0, expected_sha256=content_sha256(b"Wifi? Yes, free.\n")
     )
     assert saved.entries == 1 and path.read_text(encoding="utf-8") == "Wifi? No.\n"
+
+
+# -- an "Also asked" line with no entry before it, where the operator sees it ---------------------------------------
+
+
+def test_config_check_warns_about_an_also_asked_line_with_no_entry_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venue = tmp_path / "venue.md"
+    venue.write_text("# Money\nAlso asked: cash point?\n- Cash machine: at the bank.\n", encoding="utf-8")
+    models = {name: tmp_path / file for name, file in [("vad", "v.onnx"), ("turn", "t.onnx"), ("llm", "l.gguf")]}
+    models |= {"asr": tmp_path / "ggml-small.bin", "tts": tmp_path / "voice.onnx"}
+    for file in [*models.values(), tmp_path / "voice.onnx.json"]:
+        file.write_bytes(b"model")
+    config = tmp_path / "edgevoice.toml"
+    lines = [f'{name} = "{file}"' for name, file in models.items()]
+    config.write_text(
+        "[models]\n" + "\n".join(lines) + f'\n[kiosk]\nsemantic = false\nknowledge_file = "{venue}"\n', encoding="utf-8"
+    )
+    assert cli.main(["config", "--check", "--no-devices", "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert "line 2: 'Also asked' with no entry before it" in out + err and str(venue) in out + err
+
+
+def test_the_kiosks_load_logs_an_also_asked_line_with_no_entry(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="edgevoice.kiosk.knowledge"):
+        parse_knowledge("Also asked: cash point?\nWifi? Yes.\n", source="venue.txt")
+    assert [r.getMessage() for r in caplog.records] == [
+        "venue.txt: line 1: 'Also asked' with no entry before it (a heading between, or the start of the file) is "
+        "left out; write it on the line after the entry it belongs to"
+    ]
