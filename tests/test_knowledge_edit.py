@@ -306,3 +306,13 @@ def test_the_kiosks_load_logs_an_also_asked_line_with_no_entry(caplog: pytest.Lo
         "venue.txt: line 1: 'Also asked' with no entry before it (a heading between, or the start of the file) is "
         "left out; write it on the line after the entry it belongs to"
     ]
+
+
+def test_a_way_of_asking_two_entries_answer_differently_is_warned_about() -> None:
+    text = "Is there a cash machine? Across the street.\nAlso asked: Where can I get money?\n"
+    text += "Where can I change money? At the desk.\nAlso asked: where can I get money\n"
+    warnings: list[str] = []
+    parse_knowledge(text, source="venue.txt", warnings=warnings)
+    assert warnings == ["venue.txt: 'Where can I get money?' is answered 2 ways: 'Across the street.' / 'At the desk.'"]
+    same_entry = "Is there a cash machine? Across the street.\nAlso asked: is there a CASH machine\n"
+    assert parse_knowledge(same_entry, warnings=warnings) and len(warnings) == 1

@@ -150,18 +150,20 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
 
 
 def duplicate_questions(entries: Sequence[Entry]) -> list[str]:
-    """One message per question (an entry's question ending in "?") that entries answer differently."""
-    answers: dict[str, list[Entry]] = {}
+    """One message per question (an entry's question ending in "?", or one of its other ways of asking) that entries
+    answer differently."""
+    answers: dict[str, tuple[str, list[Entry]]] = {}
     for entry in entries:
-        if entry.question.endswith("?"):
-            key = " ".join(re.findall(r"\w+", entry.question.casefold()))
-            answers.setdefault(key, []).append(entry)
+        own = (entry.question,) if entry.question.endswith("?") else ()
+        for question in (*own, *entry.asked):
+            key = " ".join(re.findall(r"\w+", question.casefold()))
+            answers.setdefault(key, (question, []))[1].append(entry)
     messages = []
-    for same in answers.values():
+    for question, same in answers.values():
         different = list(dict.fromkeys(e.answer for e in same))
         if len(different) > 1:
             listed = " / ".join(repr(a) for a in different)
-            messages.append(f"knowledge: {same[0].question!r} is answered {len(different)} ways: {listed}")
+            messages.append(f"knowledge: {question!r} is answered {len(different)} ways: {listed}")
     return messages
 
 
