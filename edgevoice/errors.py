@@ -78,6 +78,19 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "injected_fault": ErrorCode(EXIT_ERROR, "a fault injected on purpose by a test"),
     "kiosk_busy": ErrorCode(EXIT_ERROR, "a reply did not end in time, so the knowledge was not reloaded"),
     "knowledge_binary": ErrorCode(EXIT_ERROR, "the knowledge holds control characters or NUL bytes: binary, not text"),
+    "knowledge_changed_meanwhile": ErrorCode(
+        EXIT_ERROR, "a knowledge save was made to a version of the file that another save replaced meanwhile"
+    ),
+    "knowledge_edit_failed": ErrorCode(
+        EXIT_ERROR, "a way of asking or an entry could not be written so that the knowledge reads back the same"
+    ),
+    "knowledge_edit_instruction": ErrorCode(
+        EXIT_ERROR, "a question or answer to write into the knowledge addresses the assistant"
+    ),
+    "knowledge_edit_invalid": ErrorCode(
+        EXIT_ERROR, "a question or answer to write into the knowledge is empty, too long or holds control characters"
+    ),
+    "knowledge_entry_changed": ErrorCode(EXIT_ERROR, "no knowledge entry is the one named: it was edited meanwhile"),
     "knowledge_entry_too_long": ErrorCode(EXIT_ERROR, "a knowledge entry is longer than a fact can be"),
     "knowledge_not_a_file": ErrorCode(EXIT_ERROR, "the knowledge file is a directory, FIFO or device"),
     "knowledge_not_editable": ErrorCode(EXIT_ERROR, "the knowledge is inline in the configuration (HTTP 409)"),

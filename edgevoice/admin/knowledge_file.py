@@ -2,12 +2,15 @@
 version kept beside it as ``<name>.bak`` and put back when the kiosk cannot load the new one.
 
 One save at a time (:data:`SAVING`): a save's "previous version" is then the one the kiosk has loaded, so that what
-is on disk and what the kiosk answers from agree after every save, whichever of several at once fails.
+is on disk and what the kiosk answers from agree after every save, whichever of several at once fails. A save made
+from what an operator read names that version by its SHA-256 (:func:`content_sha256`) and is refused when the file no
+longer has it: of two operators saving edits of the same version, the second is told to reload, and loses nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +34,11 @@ class Saved:
     entries: int
     warnings: tuple[str, ...]
     reload_ms: float
+
+
+def content_sha256(data: bytes) -> str:
+    """The SHA-256 of a knowledge file's bytes, in hex: the version a save expects to replace."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def backup_path(path: Path) -> Path:
@@ -58,9 +66,19 @@ def write_atomically(path: Path, data: bytes) -> None:
     atomic_write(path, data, mode=mode, fsync=True)
 
 
-def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: Callable[[], float]) -> Saved:
+def save_and_reload(
+    path: Path,
+    text: str,
+    reload: Callable[[], object],
+    clock: Callable[[], float],
+    *,
+    expected_sha256: str | None = None,
+) -> Saved:
     """Check ``text``, keep the current file as ``.bak``, write ``text`` and ``reload`` the kiosk from it; one save
     at a time in this process (:data:`SAVING`).
+
+    With ``expected_sha256`` (the :func:`content_sha256` of the file the change was made to), nothing is written
+    when the file on disk is no longer that version: a :class:`ConfigError` coded ``knowledge_changed_meanwhile``.
 
     Nothing is written when ``text`` is invalid; when ``reload`` fails the previous file and its ``.bak`` are put
     back (and the previous file stays the kiosk's). Errors are :class:`ConfigError` naming the file and, for a text
@@ -74,6 +92,12 @@ def save_and_reload(path: Path, text: str, reload: Callable[[], object], clock: 
             previous = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
+        if expected_sha256 is not None and content_sha256(previous) != expected_sha256.lower():
+            raise ConfigError(
+                f"{source}: the file was changed meanwhile (another save, or an edit by hand), so nothing was "
+                "written: reload the knowledge and make the change again",
+                code="knowledge_changed_meanwhile",
+            )
         backup = backup_path(path)
         check_file(f"{source} (its backup)", backup, TEXT)  # a directory or a binary file there is not ours
         try:

@@ -9,7 +9,10 @@ Three ways to write them, told apart by their content:
 * **Markdown tables**: each row is one entry named by its first cell, the other cells answer under their column's
   heading (``| Visitor | Price |`` / ``| Adults | 14 euros |`` gives "Adults: Price: 14 euros").
 * **TOML**: ``[[qa]]`` tables with ``question``, ``answer`` and optional ``keywords`` (words visitors use that the
-  answer does not contain, e.g. ``["restroom", "loo"]``).
+  answer does not contain, e.g. ``["restroom", "loo"]``) and ``asked`` (other ways visitors ask it).
+
+In the first three, a line ``Also asked: is there a cash point? | where can I get cash?`` right after an entry gives
+its other ways of asking (:mod:`edgevoice.kiosk.knowledge_markdown`, which reads them).
 
 Each entry is compiled back into one line of the system prompt, and indexed for retrieval
 (:mod:`edgevoice.kiosk.retrieval`).
@@ -27,7 +30,9 @@ from dataclasses import dataclass
 from edgevoice import data
 from edgevoice.config import MAX_KNOWLEDGE_BYTES
 from edgevoice.errors import ConfigError
-from edgevoice.kiosk.knowledge_guard import MAX_ENTRY_CHARS, check_characters, check_facts
+from edgevoice.kiosk.knowledge_guard import check_characters, check_facts
+from edgevoice.kiosk.knowledge_markdown import ALSO_ASKED, MAX_LINE_CHARS, read_markdown
+from edgevoice.kiosk.knowledge_markdown import clean_markup as _clean
 
 __all__ = [
     "MAX_ENTRIES",
@@ -39,14 +44,12 @@ __all__ = [
     "entry_key",
     "estimate_tokens",
     "example_turns",
+    "is_toml",
     "parse_knowledge",
     "venue_vocabulary",
 ]
 
 log = logging.getLogger(__name__)
-
-MAX_LINE_CHARS = 2000
-"""The longest line (or TOML question or answer) a knowledge text may have: a fact is a sentence or two."""
 
 MAX_ENTRIES = 10_000
 """The most entries a knowledge text may have. Each is embedded once (then kept in the embedding cache): 10,000
@@ -90,23 +93,16 @@ class Entry:
 
 # Every pattern below runs in time linear in its line: no two quantifiers can take the same characters.
 _TOML_QA = re.compile(r"^[ \t]*\[\[[ \t]*qa[ \t]*\]\]", re.M)
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")
-_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+(.*)$")
-_Q_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:Q|Question)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
-_A_LINE = re.compile(r"^\s*(?:\*\*|__)?(?:A|Answer)\s*[:.](?:\*\*|__)?\s*(.*)$", re.I)
-_TERM = re.compile(r"^([^:?.!]{1,60}?):\s+(\S.*)$")
-_QUESTION_FIRST = re.compile(r"^([^?]{3,200}\?)\s+(\S.*)$")
-_MD_LINK = re.compile(r"\[([^\[\]]*)\]\([^()]*\)")
-_EMPHASIS = re.compile(
-    r"\*\*(?=[^\s*])([^*]+?)(?<=\S)\*\*|__(?=[^\s_])([^_]+?)(?<=\S)__|~~(?=[^\s~])([^~]+?)(?<=\S)~~"
-    r"|\*(?=[^\s*])([^*]+?)(?<=\S)\*|_(?=[^\s_])([^_]+?)(?<=\S)_|`([^`]+)`"
-)
-_TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
 
 
 def entry_key(question: str, answer: str) -> str:
     """The name :attr:`Entry.key` gives an entry with this question and answer (12 hex digits of a SHA-256)."""
     return hashlib.sha256(f"{question.strip()}\n{answer.strip()}".encode()).hexdigest()[:12]
+
+
+def is_toml(text: str) -> bool:
+    """Whether a knowledge text is written as TOML ``[[qa]]`` tables (else it is Markdown or a fact a line)."""
+    return _TOML_QA.search(text) is not None
 
 
 def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str] | None = None) -> list[Entry]:
@@ -124,7 +120,8 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
                 "about, or split the venue)"
             )
         check_characters(text)
-        entries = _parse_toml(text) if _TOML_QA.search(text) else _parse_markdown(text)
+        notes: list[str] = []
+        entries = _parse_toml(text) if is_toml(text) else _parse_markdown(text, notes)
         if len(entries) > MAX_ENTRIES:
             raise ConfigError(
                 f"knowledge: {len(entries):,} entries; at most {MAX_ENTRIES:,} are allowed (keep the facts visitors "
@@ -133,11 +130,12 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
         unlike = check_facts([(e.question, e.answer) for e in entries])
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc.message.removeprefix('knowledge: ')}", code=exc.code) from None
-    duplicates = unlike + duplicate_questions(entries)
+    duplicates = [*notes, *unlike, *duplicate_questions(entries)]  # notes: unattached "Also asked" lines
     if not entries:
         duplicates = [
+            *notes,
             'knowledge: no facts in it: every question will be answered "I don\'t know" (write one '
-            "'Question? Answer.' per line; see docs/knowledge.md)"
+            "'Question? Answer.' per line; see docs/knowledge.md)",
         ]
     if len(duplicates) > MAX_DUPLICATE_WARNINGS:
         more = len(duplicates) - MAX_DUPLICATE_WARNINGS
@@ -152,18 +150,20 @@ def parse_knowledge(text: str, *, source: str = "knowledge", warnings: list[str]
 
 
 def duplicate_questions(entries: Sequence[Entry]) -> list[str]:
-    """One message per question (an entry's question ending in "?") that entries answer differently."""
-    answers: dict[str, list[Entry]] = {}
+    """One message per question (an entry's question ending in "?", or one of its other ways of asking) that entries
+    answer differently."""
+    answers: dict[str, tuple[str, list[Entry]]] = {}
     for entry in entries:
-        if entry.question.endswith("?"):
-            key = " ".join(re.findall(r"\w+", entry.question.casefold()))
-            answers.setdefault(key, []).append(entry)
+        own = (entry.question,) if entry.question.endswith("?") else ()
+        for question in (*own, *entry.asked):
+            key = " ".join(re.findall(r"\w+", question.casefold()))
+            answers.setdefault(key, (question, []))[1].append(entry)
     messages = []
-    for same in answers.values():
+    for question, same in answers.values():
         different = list(dict.fromkeys(e.answer for e in same))
         if len(different) > 1:
             listed = " / ".join(repr(a) for a in different)
-            messages.append(f"knowledge: {same[0].question!r} is answered {len(different)} ways: {listed}")
+            messages.append(f"knowledge: {question!r} is answered {len(different)} ways: {listed}")
     return messages
 
 
@@ -211,140 +211,20 @@ def _parse_toml(text: str) -> list[Entry]:
     return entries
 
 
-def _clean(text: str) -> str:
-    text = _MD_LINK.sub(r"\1", text)
-    for _ in range(3):  # nested emphasis (**a *b* c**) comes off from the inside out
-        stripped = _EMPHASIS.sub(_emphasised, text)
-        if stripped == text:
-            break
-        text = stripped
-    return " ".join(text.split())
-
-
-def _emphasised(match: re.Match[str]) -> str:
-    return match.group(match.lastindex or 0)  # the one alternative that matched: its group is the last that did
-
-
-def _parse_markdown(text: str) -> list[Entry]:
-    entries: list[Entry] = []
-    topic = ""
-    paragraph: list[str] = []
-    paragraph_from = [0]  # the line the paragraph starts on
-    question: str | None = None
-
-    def flush() -> None:
-        if paragraph:
-            joined = " ".join(paragraph)
-            if len(joined) > MAX_ENTRY_CHARS:  # lines without a blank line, heading or bullet between: one entry
-                first = paragraph_from[0]
-                raise ConfigError(
-                    f"knowledge: lines {first}-{first + len(paragraph) - 1} are one paragraph, one entry of "
-                    f"{len(joined):,} characters; at most {MAX_ENTRY_CHARS:,} are allowed (a fact is a sentence or "
-                    "two: write one 'Question? Answer.' per line, or a blank line between facts)",
-                    code="knowledge_entry_too_long",
-                )
-            entries.append(_entry(topic, joined))
-            paragraph.clear()
-
-    in_code = False
-    lines = text.splitlines()
-    if lines and max(map(len, lines)) > MAX_LINE_CHARS:
-        for number, raw in enumerate(lines, 1):
-            _check_length(raw, f"line {number}")
-    number = 0
-    while number < len(lines):
-        line = lines[number].strip()
-        number += 1
-        if not line:
-            if paragraph:
-                flush()
-            continue
-        if line.startswith("```"):
-            in_code = not in_code
-        if not in_code and "|" in line and number < len(lines) and _is_table_rule(lines[number]):
-            flush()
-            end = number + 1
-            while end < len(lines) and "|" in lines[end]:
-                end += 1
-            entries.extend(_table(topic, lines[number - 1 : end], number))
-            number = end
-            continue
-        if in_code or not line or line.startswith(("```", "---", "<!--")):
-            flush()
-            continue
-        if line.startswith("|"):
-            raise ConfigError(
-                f"knowledge: line {number} looks like a table row, but its table has no header row followed by a "
-                "|---|---| rule; write the table in full or the facts as lines"
-            )
-        if m := _HEADING.match(line):
-            flush()
-            topic = _clean(m.group(2).rstrip().rstrip("#"))
-            continue
-        if m := _Q_LINE.match(line):
-            flush()
-            question = _clean(m.group(1))
-            continue
-        if question is not None and (m := _A_LINE.match(line)):
-            entries.append(Entry(question, _clean(m.group(1))))
-            question = None
-            continue
-        if m := _ITEM.match(line):
-            flush()
-            entries.append(_entry(topic, m.group(1)))
-            continue
-        if _QUESTION_FIRST.match(_clean(line)) or _TERM.match(_clean(line)):
-            flush()
-            entries.append(_entry(topic, line))
-            continue
-        if not paragraph:
-            paragraph_from[0] = number
-        paragraph.append(line)
-    flush()
-    return [e for e in entries if e.answer]
-
-
-def _table(topic: str, rows: Sequence[str], first: int) -> list[Entry]:
-    """A Markdown table (``rows[0]`` its header, ``rows[1]`` the rule) as one entry per row: the row's first cell
-    names it, the other cells answer it under their column's heading."""
-    header = _cells(rows[0])
-    entries = []
-    for offset, row in enumerate(rows[2:], 2):
-        cells = _cells(row)
-        if len(cells) != len(header):
-            raise ConfigError(
-                f"knowledge: line {first + offset}: a table row with {len(cells)} cells under a header of {len(header)}"
-            )
-        if len(cells) == 1:
-            entries.append(Entry(topic, cells[0]))
-            continue
-        name = f"{topic}, {cells[0]}" if topic and cells[0] else cells[0] or topic
-        answer = "; ".join(f"{h}: {c}" if h else c for h, c in zip(header[1:], cells[1:], strict=True) if c)
-        entries.append(Entry(name, answer))
-    return entries
-
-
-def _is_table_rule(line: str) -> bool:
-    return "|" in line and _TABLE_RULE.match(line.strip()) is not None
-
-
-def _cells(row: str) -> list[str]:
-    row = row.strip()
-    row = row.removeprefix("|")
-    if row.endswith("|") and not row.endswith("\\|"):
-        row = row[:-1]
-    return [_clean(cell.replace("\\|", "|")) for cell in re.split(r"(?<!\\)\|", row)]
-
-
-def _entry(topic: str, text: str) -> Entry:
-    """One bullet or line: ``Question? Answer``, ``Term: text`` or plain text under the current heading."""
-    text = _clean(text)
-    if m := _QUESTION_FIRST.match(text):
-        return Entry(m.group(1), m.group(2))
-    if m := _TERM.match(text):
-        term = m.group(1).strip()
-        return Entry(f"{topic}, {term}" if topic else term, m.group(2))
-    return Entry(topic, text)
+def _parse_markdown(text: str, notes: list[str]) -> list[Entry]:
+    unattached: list[int] = []
+    blocks = read_markdown(text, unattached)
+    if unattached:
+        listed = ", ".join(map(str, unattached[:MAX_DUPLICATE_WARNINGS]))
+        more = (
+            f" and {len(unattached) - MAX_DUPLICATE_WARNINGS} more" if len(unattached) > MAX_DUPLICATE_WARNINGS else ""
+        )
+        notes.append(
+            f"knowledge: line{'s' if len(unattached) > 1 else ''} {listed}{more}: {ALSO_ASKED[0]!r} with no entry "
+            "before it (a heading between, or the start of the file) is left out; write it on the line after the "
+            "entry it belongs to"
+        )
+    return [Entry(b.question, b.answer, asked=tuple(b.asked)) for b in blocks if b.answer]
 
 
 def compile_knowledge(entries: Sequence[Entry]) -> str:
