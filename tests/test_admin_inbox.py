@@ -17,9 +17,9 @@ from edgevoice.admin.app import create_app
 from edgevoice.admin.inbox import Inbox
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.converse import Assistant
+from edgevoice.kiosk import knowledge_edit
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
 from edgevoice.review.store import Ranked, ReviewStore
-from tests import knowledge_edit_stand_in
 from tests.admin_fakes import HOSTS, SELFTEST_REPORT, FakeAppliance, fake_assistant, kiosk_config
 from tests.fakes import FakeLlm
 
@@ -45,11 +45,6 @@ class KioskAppliance(FakeAppliance):
         self.reloads += 1
         self.loaded = self.knowledge_text()
         return self.assistant.reload_knowledge()
-
-
-@pytest.fixture(autouse=True)
-def knowledge_edit(monkeypatch: pytest.MonkeyPatch) -> None:
-    knowledge_edit_stand_in.install(monkeypatch)
 
 
 @pytest.fixture
@@ -167,8 +162,6 @@ def test_a_save_meanwhile_is_kept_and_the_attachment_made_on_top(venue: Path, st
     item = seed(store, venue)
     atm, chapel = entries_of(venue)
     inbox = Inbox(store, appliance)
-    from edgevoice.kiosk import knowledge_edit
-
     other_done = []
     real_attach = knowledge_edit.attach_question
 
@@ -180,7 +173,7 @@ def test_a_save_meanwhile_is_kept_and_the_attachment_made_on_top(venue: Path, st
         return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(knowledge_edit, "attach_question", attach_then_another_saves)
+        patch.setattr("edgevoice.admin.inbox.attach_question", attach_then_another_saves)
         saved = inbox.attach(item, atm.key)
     assert saved["ok"]
     qa = tomllib.loads(venue.read_text())["qa"]
@@ -250,3 +243,24 @@ def test_a_body_that_is_not_a_json_object_is_refused(venue: Path, store: ReviewS
         assert response.status_code == 422 and response.json()["error"]["code"] == "review_invalid", body
     assert client.post(f"/api/review/{item}/explode").status_code == 404
     assert len(store) == 1 and venue.read_text() == FACTS
+
+
+@pytest.mark.parametrize(
+    ("name", "facts"),
+    [
+        ("venue.md", "## Money\n\nIs there an ATM? Yes, an ATM is beside the main entrance.\n"),
+        ("venue.txt", "Is there an ATM? Yes, an ATM is beside the main entrance.\nIs there a cloakroom? Yes.\n"),
+    ],
+)
+def test_attaching_writes_the_files_own_format(tmp_path: Path, store: ReviewStore, name: str, facts: str) -> None:
+    venue = tmp_path / name
+    venue.write_text(facts)
+    atm = entries_of(venue)[0]
+    item = store.add("Is there a cash point?", reason="refused", verdict="gate", reply="", ranked=[], margin=None)
+    assert item is not None
+    appliance = FakeAppliance(venue)
+    response = inbox_client(appliance, store).post(f"/api/review/{item}/attach", json={"key": atm.key})
+    assert response.status_code == 200, response.text
+    reloaded = parse_knowledge(appliance.loaded)
+    assert reloaded[0].key == atm.key and reloaded[0].asked == ("Is there a cash point?",)
+    assert venue.read_text().startswith(facts.split("?")[0])  # the rest of the file kept as written

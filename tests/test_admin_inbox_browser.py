@@ -16,15 +16,13 @@ from edgevoice.admin.hosts import ServedHosts
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.admin.server import AdminServer
 from edgevoice.review.store import ReviewStore
-from tests import knowledge_edit_stand_in
 from tests.admin_fakes import FakeAppliance
 from tests.test_admin_browser import DevTools, _free_port, chromium, pytestmark  # noqa: F401 (the browser marks)
 from tests.test_admin_inbox import FACTS, entries_of, seed
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, FakeAppliance, ReviewStore]]:
-    knowledge_edit_stand_in.install(monkeypatch)
+def served(tmp_path: Path) -> Iterator[tuple[str, FakeAppliance, ReviewStore]]:
     venue = tmp_path / "venue.toml"
     venue.write_text(FACTS)
     appliance = FakeAppliance(venue)

@@ -10,16 +10,16 @@ refused with ``knowledge_entry_changed`` (its key, question plus answer, no long
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from edgevoice.admin.knowledge_file import decode_text, save_and_reload
+from edgevoice.admin.knowledge_file import content_sha256, decode_text, save_and_reload
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
+from edgevoice.kiosk.knowledge_edit import add_entry, attach_question
 from edgevoice.review.store import Item, ReviewStore
 
 __all__ = ["SAVE_TRIES", "Inbox", "KnowledgeHost"]
@@ -74,8 +74,6 @@ class Inbox:
     def attach(self, item_id: int, key: str, question: str | None = None) -> dict[str, object]:
         """Add the item's question (or ``question``, the operator's wording of it) to the ways of asking of the entry
         named ``key``, save and reload; the item leaves the inbox."""
-        from edgevoice.kiosk.knowledge_edit import attach_question
-
         item = self._item(item_id)
         asked = _question(question, item)
         key = self._key(key)
@@ -86,8 +84,6 @@ class Inbox:
     def add(self, item_id: int, answer: str, question: str | None = None) -> dict[str, object]:
         """A new entry: the item's question (or ``question``) and the operator's ``answer``; saved and reloaded, the
         item leaves the inbox."""
-        from edgevoice.kiosk.knowledge_edit import add_entry
-
         item = self._item(item_id)
         asked = _question(question, item)
         answer = " ".join(answer.split())
@@ -157,7 +153,7 @@ class Inbox:
                     text,
                     self.host.reload_knowledge,
                     self.clock,
-                    expected_sha256=hashlib.sha256(data).hexdigest(),
+                    expected_sha256=content_sha256(data),
                 )
             except ConfigError as exc:
                 if exc.code == "knowledge_changed_meanwhile" and attempt + 1 < SAVE_TRIES:
