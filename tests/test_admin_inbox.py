@@ -5,6 +5,7 @@ another save meanwhile, the inbox off, the token."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -264,3 +265,26 @@ def test_attaching_writes_the_files_own_format(tmp_path: Path, store: ReviewStor
     reloaded = parse_knowledge(appliance.loaded)
     assert reloaded[0].key == atm.key and reloaded[0].asked == ("Is there a cash point?",)
     assert venue.read_text().startswith(facts.split("?")[0])  # the rest of the file kept as written
+
+
+def test_an_editor_opened_before_an_attachment_does_not_write_over_it(venue: Path, store: ReviewStore) -> None:
+    """Two operators: one has the editor open, the other attaches a question from the inbox; the first one's save is
+    refused (its text is kept in the editor), and a second save, told so, replaces it knowingly."""
+    appliance = FakeAppliance(venue)
+    client = inbox_client(appliance, store)
+    page = client.get("/").text
+    base = re.search(r'name="sha256" value="([0-9a-f]{64})"', page)
+    assert base is not None and base[1] == hashlib.sha256(FACTS.encode()).hexdigest()
+    item = seed(store, venue)
+    assert client.post(f"/api/review/{item}/attach", json={"key": entries_of(venue)[0].key}).status_code == 200
+    attached = venue.read_text()
+    edited = FACTS.replace("next to the garden", "by the garden")
+    stale = client.post("/knowledge", data={"text": edited, "sha256": base[1]})
+    assert stale.status_code == 409 and "changed meanwhile" in stale.text and "by the garden" in stale.text
+    assert venue.read_text() == attached, "the attachment was written over"
+    again = re.search(r'name="sha256" value="([0-9a-f]{64})"', stale.text)
+    assert again is not None and again[1] == hashlib.sha256(attached.encode()).hexdigest()
+    assert client.post("/knowledge", data={"text": edited, "sha256": again[1]}).status_code == 200
+    put = client.put("/api/knowledge", content=FACTS.encode(), headers={"If-Match": f'"{base[1]}"'})
+    assert put.status_code == 409 and put.json()["error"]["code"] == "knowledge_changed_meanwhile"
+    assert client.put("/api/knowledge", content=FACTS.encode()).status_code == 200  # no If-Match: as before

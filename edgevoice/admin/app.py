@@ -39,10 +39,10 @@ from edgevoice.admin.api_errors import (
 from edgevoice.admin.hosts import HostGuard, ServedHosts
 from edgevoice.admin.inbox import Inbox
 from edgevoice.admin.inbox_page import inbox_section
-from edgevoice.admin.knowledge_file import decode_text, save_and_reload
+from edgevoice.admin.knowledge_file import content_sha256, decode_text, save_and_reload
 from edgevoice.admin.selftest_runner import SelftestRunner
 from edgevoice.errors import EdgeVoiceError
-from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES, parse_knowledge
+from edgevoice.kiosk.knowledge import MAX_KNOWLEDGE_BYTES
 from edgevoice.trace import STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -145,9 +145,17 @@ def create_app(
         text: str | None = None,
         status_code: int = 200,
         inbox_message: str = "",
+        base: str | None = None,
     ) -> Response:
+        """The page; ``text``: the editor's text (default: the file's), ``base``: the version of the file it was
+        made from (:func:`content_sha256`; default: the file's now), sent back with it by the form."""
         path = appliance.knowledge_path
         knowledge = appliance.knowledge_text() if text is None else text
+        if base is None and path is not None:
+            try:
+                base = content_sha256(path.read_bytes())
+            except OSError:
+                base = ""
         sections = [
             pages.status_section(appliance.status()),
             pages.turns_section(visible_turns(), STAGE_NAMES),
@@ -156,17 +164,17 @@ def create_app(
                 knowledge,
                 message,
                 error,
+                base or "",
             ),
             pages.selftest_section(selftest.state().as_json()),
         ]
         if inbox.enabled:
             assert review is not None
-            entries = [
-                (e.key, e.question or e.answer) for e in parse_knowledge(appliance.knowledge_text(), warnings=[])
-            ]
-            listing = inbox.listing()
+            current = inbox.current_entries()
+            choices = [(e.key, e.question or e.answer) for e in current]
+            listing = inbox.listing(current)
             sections.append(
-                inbox_section(listing, entries, keep_days=review.keep_days, message=inbox_message, error=error)
+                inbox_section(listing, choices, keep_days=review.keep_days, message=inbox_message, error=error)
             )
         return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
 
@@ -192,15 +200,17 @@ def create_app(
 
     too_large = PlainTextResponse("the form is too large", status_code=413)
 
-    def save(data: bytes) -> dict[str, object]:
-        """Decode, write and reload (:class:`EdgeVoiceError` naming the file and line); the outcome as JSON."""
+    def save(data: bytes, base: str | None = None) -> dict[str, object]:
+        """Decode, write and reload (:class:`EdgeVoiceError` naming the file and line); the outcome as JSON.
+        ``base``: the version of the file the text was made from; another is not written over
+        (``knowledge_changed_meanwhile``: a review action or another operator saved meanwhile)."""
         path = appliance.knowledge_path
         if path is None:
             raise EdgeVoiceError(
                 "no [kiosk] knowledge_file is configured: the knowledge is not editable", code="knowledge_not_editable"
             )
         text = decode_text(data, f"kiosk.knowledge_file = {str(path)!r}")
-        saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter)
+        saved = save_and_reload(path, text, appliance.reload_knowledge, time.perf_counter, expected_sha256=base)
         return {
             "ok": True,
             "entries": saved.entries,
@@ -208,9 +218,9 @@ def create_app(
             "reload_ms": round(saved.reload_ms, 1),
         }
 
-    async def save_in_turn(data: bytes) -> dict[str, object] | EdgeVoiceError:
+    async def save_in_turn(data: bytes, base: str | None = None) -> dict[str, object] | EdgeVoiceError:
         """:func:`save`, one at a time, on a worker thread; an error returned."""
-        return await in_turn(save, data)
+        return await in_turn(save, data, base)
 
     async def in_turn(action: Callable[..., dict[str, object]], *args: Any) -> dict[str, object] | EdgeVoiceError:
         """``action`` (a save, an inbox action), one at a time, on a worker thread; an error returned."""
@@ -229,11 +239,17 @@ def create_app(
         if fields is None:
             return too_large
         data = fields.get("text", b"")
-        result = await save_in_turn(data)
+        base = fields.get("sha256", b"").decode("latin-1") or None  # a form without one: written whatever is there
+        result = await save_in_turn(data, base)
         if isinstance(result, EdgeVoiceError):
             shown = data.decode("utf-8", "replace")  # for the editor only: nothing was written
             message = f"Not saved: {result.message}"
-            return await run_in_threadpool(page, message, True, shown, status_of(result))
+            if result.code == "knowledge_changed_meanwhile":  # saving the text again now replaces that change
+                message += ". Your text is kept below; saving it again replaces the other change"
+                base = None
+            return await run_in_threadpool(
+                lambda: page(message, True, shown, status_of(result), base=base)
+            )
         warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
         message = f"Saved and reloaded in {result['reload_ms']} ms: {result['entries']} entries." + (
             f" Warnings: {warnings}" if warnings else ""
@@ -299,7 +315,8 @@ def create_app(
         body = await bounded_body(request)
         if body is None:
             return error_response("admin_too_large", f"the knowledge sent is over {MAX_FORM_BYTES:,} bytes")
-        result = await save_in_turn(body)
+        base = request.headers.get("if-match", "").strip().strip('"') or None  # the version the text was made from
+        result = await save_in_turn(body, base)
         return kiosk_error(result) if isinstance(result, EdgeVoiceError) else JSONResponse(result)
 
     async def api_selftest(request: Request) -> Response:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -58,12 +58,13 @@ class Inbox:
     def enabled(self) -> bool:
         return self.store is not None
 
-    def listing(self) -> dict[str, object]:
-        """``{"enabled", "items"}``: each item as JSON, each ranked entry with ``current``: it is still in the
-        knowledge as it was (false: edited or deleted since; attaching to it is refused)."""
+    def listing(self, entries: Sequence[Entry] | None = None) -> dict[str, object]:
+        """``{"enabled", "items"}``: each item as JSON, each ranked entry with ``current``: it is still in
+        ``entries`` (default: the knowledge file's now) as it was (false: edited or deleted since; attaching to it is
+        refused)."""
         if self.store is None:
             return {"enabled": False, "items": []}
-        current = self._current_keys()
+        current = frozenset(e.key for e in (self.current_entries() if entries is None else entries))
         items = []
         for item in self.store.items():
             shown = item.as_json()
@@ -174,7 +175,7 @@ class Inbox:
         if _KEY.fullmatch(name):
             return name
         wanted = name.casefold().rstrip("?. ")
-        for entry in self._current_entries():
+        for entry in self.current_entries():
             if entry.question and entry.question.casefold().rstrip("?. ") == wanted:
                 return entry.key
         raise ConfigError(
@@ -182,8 +183,8 @@ class Inbox:
             code="review_invalid",
         )
 
-    def _current_entries(self) -> list[Entry]:
-        """The knowledge file's entries now (none when it cannot be read)."""
+    def current_entries(self) -> list[Entry]:
+        """The knowledge file's entries now (none when it cannot be read: every ranked entry shows as changed)."""
         path = self.host.knowledge_path
         if path is None:
             return []
@@ -191,10 +192,6 @@ class Inbox:
             return parse_knowledge(decode_text(path.read_bytes(), str(path)), source=str(path), warnings=[])
         except (OSError, EdgeVoiceError):
             return []
-
-    def _current_keys(self) -> frozenset[str]:
-        """The keys of the knowledge file's entries now (none when it cannot be read: every entry shows as changed)."""
-        return frozenset(e.key for e in self._current_entries())
 
 
 def _question(given: str | None, item: Item) -> str:

@@ -89,7 +89,9 @@ def turns_section(turns: Sequence[Mapping[str, object]], stage_names: Sequence[s
     )
 
 
-def knowledge_section(path: str | None, text: str, message: str = "", error: bool = False) -> str:
+def knowledge_section(path: str | None, text: str, message: str = "", error: bool = False, base: str = "") -> str:
+    """The editor; ``base``: the version of the file ``text`` was made from, sent back with it (a save meanwhile is
+    not written over)."""
     note = (
         f'<div class="{"error" if error else "ok"}" id="knowledge-message">{escape(message)}</div>' if message else ""
     )
@@ -101,8 +103,9 @@ def knowledge_section(path: str | None, text: str, message: str = "", error: boo
         )
     return (
         f'<section id="knowledge"><h2>Knowledge: {escape(path)}</h2>{note}'
-        '<form method="post" action="/knowledge"><textarea name="text" spellcheck="false">'
-        f'{escape(text)}</textarea><p><button type="submit">Save and reload</button></p></form></section>'
+        f'<form method="post" action="/knowledge"><input type="hidden" name="sha256" value="{escape(base)}">'
+        f'<textarea name="text" spellcheck="false" aria-label="the knowledge file">{escape(text)}</textarea>'
+        '<p><button type="submit">Save and reload</button></p></form></section>'
     )
 
 
