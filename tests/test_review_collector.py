@@ -122,3 +122,22 @@ def test_the_subscriber_keeps_refused_turns_and_logs_no_words(tmp_path: Path, ca
     assert "cash point" not in caplog.text and "0612345678" not in caplog.text
     bus.close()
     store.close()
+
+
+def test_a_full_disk_costs_the_inbox_an_item_not_the_loop(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    entries = parse_knowledge(FACTS)
+    store = ReviewStore(tmp_path, keep_days=14, max_items=500)
+    store.add("Is there a cash point?", reason="refused", verdict="gate", reply=DONT_KNOW, ranked=[], margin=None)
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")  # the file can grow no more: SQLITE_FULL, as a full disk
+    bus = EventBus()
+    subscription = bus.subscribe(ReviewCollector(store, lambda: entries, low_margin=0.08), name="review")
+    long = "Where can I leave a parcel for my sister who works here? " * 40  # more than the free room of a page
+    with caplog.at_level(logging.WARNING):
+        for turn in range(3):
+            bus.publish(finished(f"{long} {turn}", "gate", DONT_KNOW, (), turn_id=turn))
+        assert bus.wait_delivered(10)
+    assert subscription.delivered == 3 and [i.question for i in store.items()] == ["Is there a cash point?"]
+    assert "event subscriber review failed" in caplog.text and "parcel" not in caplog.text
+    bus.close()
+    store.close()
