@@ -65,6 +65,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     from its sound hardware)."""
     from edgevoice.kiosk.knowledge import parse_knowledge
     from edgevoice.kiosk.small_talk import SmallTalk
+    from edgevoice.review.service import check_review
 
     report = ConfigReport(config.source)
     report.check(
@@ -76,6 +77,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     )
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
     report.check(lambda: check_admin(config))
+    report.check(lambda: check_review(config, report.warnings))
     check_own_paths(config, report)
     if config.llm.backend == "openai":
         from edgevoice.engines.openai_remote import read_api_key

@@ -197,3 +197,17 @@ def test_a_directory_it_cannot_make_leaves_the_kiosk_without_an_inbox(
     with caplog.at_level(logging.WARNING):
         assert open_review(ReviewConfig(enabled=True, dir=str(blocker / "review"))) is None
     assert "nothing is kept this run" in caplog.text
+
+
+def test_config_check_speaks_of_an_inbox_nobody_can_use(tmp_path: Path) -> None:
+    from edgevoice.config.load import config_from_dict
+    from edgevoice.config_check import check_config
+
+    on = {"enabled": True, "dir": str(tmp_path)}
+    report = check_config(config_from_dict({"review": on, "admin": {"listen": "off"}}), devices=False)
+    assert any("no page shows" in w for w in report.warnings) and any("knowledge_file" in w for w in report.warnings)
+    (tmp_path / FILE_NAME).mkdir()
+    report = check_config(config_from_dict({"review": on}), devices=False)
+    assert any(e.code == "config_invalid" and "is not a file" in e.message for e in report.errors)
+    quiet = check_config(config_from_dict({"admin": {"listen": "off"}}), devices=False)
+    assert not any("review" in w for w in quiet.warnings)

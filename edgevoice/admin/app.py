@@ -247,9 +247,7 @@ def create_app(
             if result.code == "knowledge_changed_meanwhile":  # saving the text again now replaces that change
                 message += ". Your text is kept below; saving it again replaces the other change"
                 base = None
-            return await run_in_threadpool(
-                lambda: page(message, True, shown, status_of(result), base=base)
-            )
+            return await run_in_threadpool(lambda: page(message, True, shown, status_of(result), base=base))
         warnings = "; ".join(map(str, result["warnings"]))  # type: ignore[call-overload]
         message = f"Saved and reloaded in {result['reload_ms']} ms: {result['entries']} entries." + (
             f" Warnings: {warnings}" if warnings else ""

@@ -8,11 +8,12 @@ import logging
 import sqlite3
 from pathlib import Path
 
+from edgevoice.config import Config
 from edgevoice.config.served import ReviewConfig
-from edgevoice.errors import EdgeVoiceError
+from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.review.store import FILE_NAME, ReviewStore, default_review_dir
 
-__all__ = ["open_review", "review_dir"]
+__all__ = ["check_review", "open_review", "review_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -40,3 +41,23 @@ def open_review(config: ReviewConfig) -> ReviewStore | None:
         return None
     log.info("review inbox: %d items kept in %s", len(store), store.path)
     return store
+
+
+def check_review(config: Config, warnings: list[str]) -> None:
+    """What ``edgevoice config --check`` says of ``[review]``: its file's place holds no directory or other thing
+    (a ConfigError); a warning when the inbox would keep questions nobody can review (the admin page off) or act on
+    (the knowledge inline, not in a file)."""
+    if not config.review.enabled:
+        return
+    path = review_dir(config.review) / FILE_NAME
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"review.dir: {str(path)!r} is not a file: set [review] dir to a directory of its own")
+    if config.admin.listen == "off":
+        warnings.append(
+            'review.enabled = true with admin.listen = "off": questions are kept that no page shows; turn one off'
+        )
+    if not config.kiosk.knowledge_file:
+        warnings.append(
+            "review.enabled = true with the knowledge inline ([kiosk] knowledge): the inbox cannot attach a question "
+            "or add an entry; set [kiosk] knowledge_file"
+        )
