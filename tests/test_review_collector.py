@@ -41,6 +41,8 @@ def trace(verdict: str | None, reply: str = "We open at nine.", margin: float | 
         (trace("gate", DONT_KNOW), "refused"),
         (trace("unsupported", DONT_KNOW), "refused"),
         (trace("model", DONT_KNOW), "refused"),  # the model declined by itself
+        (trace("model", "Please ask at the cloakroom."), "refused"),  # ... and named a place the knowledge gives
+        (trace("direct", "Please ask at the cloakroom.", margin=0.5), None),  # the operator's own answer
         (trace("unheard", ASK_AGAIN), "asked_again"),
         (trace("model", margin=0.01), "low_margin"),
         (trace("direct", margin=0.01), "low_margin"),

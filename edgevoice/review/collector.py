@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.knowledge import Entry
-from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, REDIRECT
 from edgevoice.live.events import LoopEvent, ReplyFinished
 from edgevoice.reply.trace import ReplyTrace
 from edgevoice.review.store import Ranked, ReviewStore
@@ -18,6 +18,7 @@ __all__ = ["ReviewCollector", "review_reason"]
 log = logging.getLogger(__name__)
 
 _REFUSED = frozenset({Verdict.GATE.value, Verdict.UNSUPPORTED.value})
+_REDIRECTED = REDIRECT.split("{place}")[0]
 _ANSWERED = frozenset({Verdict.MODEL.value, Verdict.DIRECT.value, Verdict.ECHO.value})
 
 
@@ -32,6 +33,8 @@ def review_reason(trace: ReplyTrace, low_margin: float) -> str | None:
     reply = trace.reply.strip()
     if trace.verdict in _REFUSED or reply.startswith((DONT_KNOW, DONT_KNOW_BUT)):
         return "refused"
+    if trace.verdict == Verdict.MODEL.value and reply.startswith(_REDIRECTED):
+        return "refused"  # the model's refusal, sending the visitor to a place the knowledge names
     if trace.verdict in _ANSWERED and trace.margin is not None and trace.margin < low_margin:
         return "low_margin"
     return None
