@@ -351,9 +351,9 @@ def build_appliance(
     replies (with ``[tts] presynthesize``) and the live loop, whose turns and events go to ``emit``. A model file
     that changes after it was verified sets ``stop``. What was built is closed if a later part fails."""
     from edgevoice.live.assistant import LiveAssistant
+    from edgevoice.live.review_inbox import ReviewCollector
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
-    from edgevoice.review.collector import ReviewCollector
     from edgevoice.review.service import open_review
 
     idle = LoopIdle()  # a large knowledge is embedded, replies presynthesized, models hashed only between turns

@@ -18,8 +18,8 @@ from edgevoice.kiosk.knowledge import parse_knowledge
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW
 from edgevoice.live.bus import EventBus
 from edgevoice.live.events import ReplyFinished, Transcribed
+from edgevoice.live.review_inbox import ReviewCollector, review_reason
 from edgevoice.reply.trace import ReplyTrace
-from edgevoice.review.collector import ReviewCollector, review_reason
 from edgevoice.review.store import Ranked, ReviewStore
 from tests.admin_fakes import answer
 from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
