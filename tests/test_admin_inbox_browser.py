@@ -60,6 +60,11 @@ def test_an_operator_attaches_a_question_and_dismisses_another(
         browser.load("Page.navigate", url=f"{url}/")
         items = browser.evaluate("[...document.querySelectorAll('#inbox li.item')].map(li => li.id)")
         assert items == [f"inbox-item-{weather}", f"inbox-item-{cash}"]
+        width = browser.evaluate("document.getElementById('inbox').getBoundingClientRect().width")
+        assert isinstance(width, (int, float)) and width > 1000, "the inbox does not span the page's two columns"
+        labelled = "[...document.querySelectorAll('#inbox input:not([type=hidden]), #inbox textarea')]"
+        unlabelled = f"{labelled}.filter(e => !e.labels.length && !e.getAttribute('aria-label')).length"
+        assert browser.evaluate(unlabelled) == 0, "a field of the inbox has no label"
         checked = f"document.querySelector('#inbox-item-{cash} form.attach input[name=key]:checked').value"
         assert browser.evaluate(checked) == entries_of(venue)[0].key  # the entry ranked first, chosen already
         press = f"document.querySelector('#inbox-item-{cash} form.attach button').click()"
