@@ -37,6 +37,7 @@ def test_an_also_asked_line_gives_the_entry_before_it_other_ways_of_asking() -> 
     "lines",
     [
         "## Money\n- Cash machine: at the Coast Bank.\n  - Also asked: cash point?\n",  # a nested bullet
+        "## Money\n1. Cash machine: at the Coast Bank.\n   1. Also asked: cash point?\n",  # a numbered one
         "## Money\n- Cash machine: at the Coast Bank.\n\n**Also asked:** cash point?\n",  # a blank line between
         "## Money\nQ: Cash machine\nA: at the Coast Bank.\nalso ASKED : cash point?\n",  # any case
         "## Money\nCash machine:\n at the Coast Bank.\nOther ways of asking: cash point?\n",  # after a paragraph

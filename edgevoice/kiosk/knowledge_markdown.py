@@ -40,8 +40,11 @@ _EMPHASIS = re.compile(
 )
 _TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
 _LEAD_INS = "|".join(r"[ \t]+".join(map(re.escape, lead.split())) for lead in sorted(ALSO_ASKED, key=len, reverse=True))
-_ALSO = re.compile(rf"^[ \t]*(?:[-*+•][ \t]+)?(?:\*\*|__|\*|_)?(?:{_LEAD_INS})[ \t]*(?:\*\*|__|\*|_)?[ \t]*:", re.I)
-"""A line of other ways of asking: a lead-in and a colon, perhaps as a bullet, perhaps emphasised."""
+_EMPHASIS_MARK = r"(?:\*\*|__|\*|_)"
+_ALSO = re.compile(
+    rf"^[ \t]*(?:(?:[-*+•]|\d+[.)])[ \t]+)?{_EMPHASIS_MARK}?(?:{_LEAD_INS})[ \t]*(?:{_EMPHASIS_MARK}[ \t]*)?:", re.I
+)
+"""A line of other ways of asking: a lead-in and a colon, perhaps as a list item, perhaps emphasised."""
 _SEPARATOR = re.compile(r"(?<!\\)\|")
 
 
