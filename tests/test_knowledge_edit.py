@@ -317,3 +317,27 @@ def test_a_way_of_asking_two_entries_answer_differently_is_warned_about() -> Non
     assert warnings == ["venue.txt: 'Where can I get money?' is answered 2 ways: 'Across the street.' / 'At the desk.'"]
     same_entry = "Is there a cash machine? Across the street.\nAlso asked: is there a CASH machine\n"
     assert parse_knowledge(same_entry, warnings=warnings) and len(warnings) == 1
+
+
+TRICKY = [
+    'a "quoted" \\ back\\slash?',
+    "it's über ß 中文?",
+    "a | b || c",
+    "**bold** and [a link](x) and `code`?",
+    "#1?",
+]
+
+
+@pytest.mark.parametrize("path", KNOWLEDGE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_questions_with_quotes_bars_marks_and_other_scripts_read_back_as_written(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    entries = parse_knowledge(text, warnings=[])
+    toml = path.suffix == ".toml"
+    new = text
+    for question in TRICKY:
+        new = attach_question(new, entries[0].key, question)
+        new = attach_question(new, entries[-1].key, question)
+    written = TRICKY if toml else [*TRICKY[:3], "bold and a link and code?", TRICKY[4]]  # Markdown marks dropped
+    got = parse_knowledge(new, warnings=[])
+    assert got[0].asked == (*entries[0].asked, *written) and got[-1].asked == (*entries[-1].asked, *written)
+    assert got[1:-1] == entries[1:-1] and _kept_byte_for_byte(text, new)
