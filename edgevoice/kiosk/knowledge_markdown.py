@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from edgevoice import data
 from edgevoice.errors import ConfigError
@@ -48,6 +49,9 @@ _ALSO = re.compile(
 _SEPARATOR = re.compile(r"(?<!\\)\|")
 
 
+Form = Literal["qa", "item", "line", "paragraph", "row"]
+
+
 @dataclass(slots=True)
 class Block:
     """One entry as read: its question (or topic, may be empty), its answer, the other ways of asking written under
@@ -55,7 +59,7 @@ class Block:
 
     question: str
     answer: str
-    form: str
+    form: Form
     """How it is written: ``"qa"`` (a ``Q:``/``A:`` pair), ``"item"`` (a bullet or numbered item), ``"line"``,
     ``"paragraph"`` or ``"row"`` (of a table)."""
     first: int
@@ -233,7 +237,7 @@ def _cells(row: str) -> list[str]:
     return [clean_markup(cell.replace("\\|", "|")) for cell in re.split(r"(?<!\\)\|", row)]
 
 
-def _entry(topic: str, text: str, form: str, first: int, last: int) -> Block:
+def _entry(topic: str, text: str, form: Form, first: int, last: int) -> Block:
     """One bullet or line: ``Question? Answer``, ``Term: text`` or plain text under the current heading."""
     text = clean_markup(text)
     if m := _QUESTION_FIRST.match(text):
