@@ -11,7 +11,7 @@ import pytest
 
 import edgevoice
 from edgevoice import cli
-from edgevoice.admin.knowledge_file import backup_path, content_sha256, save_and_reload
+from edgevoice.admin.knowledge_file import backup_path, content_sha256, read_for_edit, save_and_reload
 from edgevoice.errors import ConfigError
 from edgevoice.kiosk.knowledge import Entry, compile_knowledge, parse_knowledge
 from edgevoice.kiosk.knowledge_edit import add_entry, attach_question
@@ -37,6 +37,7 @@ def test_an_also_asked_line_gives_the_entry_before_it_other_ways_of_asking() -> 
     "lines",
     [
         "## Money\n- Cash machine: at the Coast Bank.\n  - Also asked: cash point?\n",  # a nested bullet
+        "## Money\n1. Cash machine: at the Coast Bank.\n   1. Also asked: cash point?\n",  # a numbered one
         "## Money\n- Cash machine: at the Coast Bank.\n\n**Also asked:** cash point?\n",  # a blank line between
         "## Money\nQ: Cash machine\nA: at the Coast Bank.\nalso ASKED : cash point?\n",  # any case
         "## Money\nCash machine:\n at the Coast Bank.\nOther ways of asking: cash point?\n",  # after a paragraph
@@ -316,3 +317,43 @@ def test_a_way_of_asking_two_entries_answer_differently_is_warned_about() -> Non
     assert warnings == ["venue.txt: 'Where can I get money?' is answered 2 ways: 'Across the street.' / 'At the desk.'"]
     same_entry = "Is there a cash machine? Across the street.\nAlso asked: is there a CASH machine\n"
     assert parse_knowledge(same_entry, warnings=warnings) and len(warnings) == 1
+
+
+TRICKY = [
+    'a "quoted" \\ back\\slash?',
+    "it's über ß 中文?",
+    "a | b || c",
+    "**bold** and [a link](x) and `code`?",
+    "#1?",
+]
+
+
+@pytest.mark.parametrize("path", KNOWLEDGE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_questions_with_quotes_bars_marks_and_other_scripts_read_back_as_written(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    entries = parse_knowledge(text, warnings=[])
+    toml = path.suffix == ".toml"
+    new = text
+    for question in TRICKY:
+        new = attach_question(new, entries[0].key, question)
+        new = attach_question(new, entries[-1].key, question)
+    written = TRICKY if toml else [*TRICKY[:3], "bold and a link and code?", TRICKY[4]]  # Markdown marks dropped
+    got = parse_knowledge(new, warnings=[])
+    assert got[0].asked == (*entries[0].asked, *written) and got[-1].asked == (*entries[-1].asked, *written)
+    assert got[1:-1] == entries[1:-1] and _kept_byte_for_byte(text, new)
+
+
+def test_an_edit_read_saved_and_then_repeated_from_the_same_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "venue.md"
+    path.write_bytes(b"## Money\r\n- Is there a cash machine? Across the street.\r\n")
+    text, version = read_for_edit(path)
+    key = parse_knowledge(text, warnings=[])[0].key
+    save_and_reload(path, attach_question(text, key, "cash point?"), lambda: None, lambda: 0.0, expected_sha256=version)
+    assert parse_knowledge(path.read_text(encoding="utf-8"), warnings=[])[0].asked == ("cash point?",)
+    with pytest.raises(ConfigError) as caught:  # a second operator, who read the same version
+        save_and_reload(path, add_entry(text, "Wifi?", "Yes."), lambda: None, lambda: 0.0, expected_sha256=version)
+    assert caught.value.code == "knowledge_changed_meanwhile"
+    text, version = read_for_edit(path)  # reloaded: now it goes through, and keeps the first change
+    save_and_reload(path, add_entry(text, "Wifi?", "Yes."), lambda: None, lambda: 0.0, expected_sha256=version)
+    entries = parse_knowledge(path.read_text(encoding="utf-8"), warnings=[])
+    assert [e.asked for e in entries] == [("cash point?",), ()] and entries[1] == Entry("Wifi?", "Yes.")

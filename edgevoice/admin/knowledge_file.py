@@ -41,6 +41,18 @@ def content_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def read_for_edit(path: Path) -> tuple[str, str]:
+    """The knowledge file's text and the :func:`content_sha256` of its bytes, read at once: what an edit
+    (:mod:`edgevoice.kiosk.knowledge_edit`) starts from, and the version its save names (``expected_sha256``)."""
+    source = f"kiosk.knowledge_file = {str(path)!r}"
+    check_knowledge_path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
+    return decode_knowledge(data, source), content_sha256(data)
+
+
 def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 

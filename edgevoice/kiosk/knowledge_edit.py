@@ -49,7 +49,7 @@ def attach_question(text: str, key: str, question: str, *, source: str = "knowle
 
     Raises :class:`ConfigError` coded ``knowledge_entry_changed`` when no entry has that key (edited or deleted
     meanwhile), and as the module says for a question that cannot be written."""
-    question = _checked(question, "question", source, MAX_QUESTION_CHARS, lines="refused")
+    question = _checked(question, "question", source, MAX_QUESTION_CHARS, join_lines=False)
     entries = parse_knowledge(text, source=source, warnings=[])
     index = next((i for i, e in enumerate(entries) if e.key == key), None)
     if index is None:
@@ -59,12 +59,13 @@ def attach_question(text: str, key: str, question: str, *, source: str = "knowle
             code="knowledge_entry_changed",
         )
     entry = entries[index]
-    if same_question(question) in {same_question(q) for q in (entry.question, *entry.asked)}:
+    toml = is_toml(text)
+    written = question if toml else clean_markup(question)  # as the reader reads it back
+    if same_question(written) in {same_question(q) for q in (entry.question, *entry.asked)}:
         return text
-    if is_toml(text):
-        written, new = question, append_asked(text, index, question)
+    if toml:
+        new = append_asked(text, index, written)
     else:
-        written = clean_markup(question)
         block = [b for b in read_markdown(text) if b.answer][index]
         new = _attach_markdown(text, block, written)
     expected = [*entries]
@@ -75,9 +76,9 @@ def attach_question(text: str, key: str, question: str, *, source: str = "knowle
 def add_entry(text: str, question: str, answer: str, *, source: str = "knowledge") -> str:
     """The knowledge text with a new entry (``question``, ``answer``) appended in the file's own format; ``text``
     itself when an entry with that very question and answer is there already."""
-    question = _checked(question, "question", source, MAX_QUESTION_CHARS, lines="refused")
+    question = _checked(question, "question", source, MAX_QUESTION_CHARS, join_lines=False)
     answer = _checked(
-        answer, "answer", source, min(MAX_ENTRY_CHARS, MAX_LINE_CHARS) - len(question) - 1, lines="joined"
+        answer, "answer", source, min(MAX_ENTRY_CHARS, MAX_LINE_CHARS) - len(question) - 1, join_lines=True
     )
     entries = parse_knowledge(text, source=source, warnings=[])
     entry = Entry(clean_markup(question), clean_markup(answer))
@@ -86,21 +87,20 @@ def add_entry(text: str, question: str, answer: str, *, source: str = "knowledge
     expected = [*entries, entry]
     if is_toml(text):
         return _verified(append_table(text, question, answer), expected, source, f"the entry {question!r}")
-    failure: ConfigError | None = None
-    for lines in _new_entry_lines(text, read_markdown(text), entry):
+    *preferred, last_resort = _new_entry_lines(text, read_markdown(text), entry)
+    for lines in preferred:
         try:
             return _verified(_append(text, lines), expected, source, f"the entry {question!r}")
         except ConfigError as exc:
             if exc.code != "knowledge_edit_failed":
                 raise
-            failure = exc
-    assert failure is not None  # the last form (Q:/A:) is always tried
-    raise failure
+    return _verified(_append(text, last_resort), expected, source, f"the entry {question!r}")
 
 
-def _checked(value: str, what: str, source: str, limit: int, *, lines: str) -> str:
-    """``value`` with its spaces collapsed, or a :class:`ConfigError` saying why it cannot be written."""
-    if lines == "joined":
+def _checked(value: str, what: str, source: str, limit: int, *, join_lines: bool) -> str:
+    """``value`` with its spaces collapsed (its lines joined, with ``join_lines``), or a :class:`ConfigError` saying
+    why it cannot be written."""
+    if join_lines:
         value = value.replace("\r\n", "\n").replace("\n", " ")
     bad = next((c for c in value if c != "\t" and unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
     if bad is not None:

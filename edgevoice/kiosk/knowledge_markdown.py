@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from edgevoice import data
 from edgevoice.errors import ConfigError
@@ -40,9 +41,15 @@ _EMPHASIS = re.compile(
 )
 _TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?$")
 _LEAD_INS = "|".join(r"[ \t]+".join(map(re.escape, lead.split())) for lead in sorted(ALSO_ASKED, key=len, reverse=True))
-_ALSO = re.compile(rf"^[ \t]*(?:[-*+•][ \t]+)?(?:\*\*|__|\*|_)?(?:{_LEAD_INS})[ \t]*(?:\*\*|__|\*|_)?[ \t]*:", re.I)
-"""A line of other ways of asking: a lead-in and a colon, perhaps as a bullet, perhaps emphasised."""
+_EMPHASIS_MARK = r"(?:\*\*|__|\*|_)"
+_ALSO = re.compile(
+    rf"^[ \t]*(?:(?:[-*+•]|\d+[.)])[ \t]+)?{_EMPHASIS_MARK}?(?:{_LEAD_INS})[ \t]*(?:{_EMPHASIS_MARK}[ \t]*)?:", re.I
+)
+"""A line of other ways of asking: a lead-in and a colon, perhaps as a list item, perhaps emphasised."""
 _SEPARATOR = re.compile(r"(?<!\\)\|")
+
+
+Form = Literal["qa", "item", "line", "paragraph", "row"]
 
 
 @dataclass(slots=True)
@@ -52,7 +59,7 @@ class Block:
 
     question: str
     answer: str
-    form: str
+    form: Form
     """How it is written: ``"qa"`` (a ``Q:``/``A:`` pair), ``"item"`` (a bullet or numbered item), ``"line"``,
     ``"paragraph"`` or ``"row"`` (of a table)."""
     first: int
@@ -230,7 +237,7 @@ def _cells(row: str) -> list[str]:
     return [clean_markup(cell.replace("\\|", "|")) for cell in re.split(r"(?<!\\)\|", row)]
 
 
-def _entry(topic: str, text: str, form: str, first: int, last: int) -> Block:
+def _entry(topic: str, text: str, form: Form, first: int, last: int) -> Block:
     """One bullet or line: ``Question? Answer``, ``Term: text`` or plain text under the current heading."""
     text = clean_markup(text)
     if m := _QUESTION_FIRST.match(text):
