@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from edgevoice.admin.knowledge_file import content_sha256, decode_text, save_and_reload
+from edgevoice.admin.knowledge_file import decode_text, read_for_edit, save_and_reload
 from edgevoice.errors import ConfigError, EdgeVoiceError
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
 from edgevoice.kiosk.knowledge_edit import add_entry, attach_question
@@ -143,18 +143,10 @@ class Inbox:
         path = self._path()
         source = f"kiosk.knowledge_file = {str(path)!r}"
         for attempt in range(SAVE_TRIES):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise ConfigError(f"{source}: cannot read it ({exc.strerror})") from None
-            text = change(decode_text(data, source), source)
+            text, version = read_for_edit(path)
             try:
                 saved = save_and_reload(
-                    path,
-                    text,
-                    self.host.reload_knowledge,
-                    self.clock,
-                    expected_sha256=content_sha256(data),
+                    path, change(text, source), self.host.reload_knowledge, self.clock, expected_sha256=version
                 )
             except ConfigError as exc:
                 if exc.code == "knowledge_changed_meanwhile" and attempt + 1 < SAVE_TRIES:
