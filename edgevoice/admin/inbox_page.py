@@ -46,6 +46,11 @@ def _entry_choices(item_id: int, ranked: Sequence[Mapping[str, object]]) -> str:
     return "".join(out)
 
 
+def _when(iso: str) -> str:
+    """The moment ``iso`` ("2026-12-07T08:46:41Z") as the page says it: "2026-12-07 08:46 UTC"."""
+    return f"{iso.replace('T', ' ')[:16]} UTC"
+
+
 def _item(item: Mapping[str, object]) -> str:
     ident = int(str(item["id"]))
     question = str(item["question"])
@@ -58,7 +63,7 @@ def _item(item: Mapping[str, object]) -> str:
     action = f"/inbox/{ident}"
     return (
         f'<li id="inbox-item-{ident}" class="item"><p class="asked"><q>{escape(question)}</q> {escape(reason)}'
-        f"{verdict}; {asked} {escape(str(item['last_at']))}</p>"
+        f"{verdict}; {asked} {escape(_when(str(item['last_at'])))}</p>"
         f"<p>The kiosk said: <q>{escape(str(item['reply']))}</q></p>"
         f'<form method="post" action="{action}/attach" class="attach"><fieldset><legend>Attach as another way of '
         f"asking an entry</legend>{_entry_choices(ident, ranked)}<br>"
@@ -94,8 +99,8 @@ def inbox_section(
     more = f" (the {PAGE_ITEMS} most recent shown)" if len(items) > PAGE_ITEMS else ""
     options = "".join(f'<option value="{_attr(k)}">{escape(q)}</option>' for k, q in entries)
     body = (
-        f'<ol class="inbox">{"".join(_item(i) for i in shown)}</ol><datalist id="inbox-entries">{options}</datalist>'
         '<form method="post" action="/inbox/clear"><button type="submit" class="danger">Delete all</button></form>'
+        f'<ol class="inbox">{"".join(_item(i) for i in shown)}</ol><datalist id="inbox-entries">{options}</datalist>'
         if shown
         else "<p>Nothing to review.</p>"
     )
