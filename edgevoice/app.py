@@ -27,6 +27,7 @@ from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 
 if TYPE_CHECKING:
+    from edgevoice.act.service import Notifications
     from edgevoice.admin.appliance import AdminHandle
     from edgevoice.converse import Assistant
     from edgevoice.display.server import DisplayHandle
@@ -303,6 +304,7 @@ class Appliance:
     admin: AdminHandle | None = None
     display: DisplayHandle | None = None
     review: ReviewStore | None = None
+    notifications: Notifications | None = None
 
     def start_services(self, monitor: ServiceMonitor) -> None:
         """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
@@ -312,7 +314,8 @@ class Appliance:
         self.recheck.start()
         live = self.live
         appliance = LiveAppliance(self.config, self.assistant, monitor, lambda: live)
-        self.admin = start_admin(self.config, appliance, review=self.review)
+        outbox = self.notifications.outbox.summary if self.notifications is not None else None
+        self.admin = start_admin(self.config, appliance, review=self.review, outbox=outbox)
         self.turns.admin = self.admin
         assistant = self.assistant
         self.display = start_display(
@@ -334,6 +337,8 @@ class Appliance:
             self.admin.close()
         if self.review is not None:
             self.review.close()
+        if self.notifications is not None:
+            self.notifications.close()  # what waits stays in the outbox for the next run
         self.assistant.close()
         if self.presynthesis is not None:
             self.presynthesis.close()
@@ -366,6 +371,7 @@ def build_appliance(
     wake_word: MicroWakeWord | None = None
     live: LiveAssistant | None = None
     review = open_review(config.review)  # pruned now; None when off: nothing of a visitor's words is kept
+    notifications: Notifications | None = None
     try:
         assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
         assistant.warm_up()
@@ -387,7 +393,10 @@ def build_appliance(
             kiosk_of = assistant  # the knowledge as reloaded: the ranked entries' questions as the operator sees them
             collect = ReviewCollector(review, lambda: kiosk_of.kiosk.entries, low_margin=config.review.low_margin)
             live.loop.bus.subscribe(collect, name="review")
+        notifications = subscribe_actions(config, assistant, live)
     except BaseException:
+        if notifications is not None:
+            notifications.close()
         recheck.close()
         if review is not None:
             review.close()
@@ -399,4 +408,26 @@ def build_appliance(
             wake_word.close()
         raise
     idle.follow(live.loop.idle)
-    return Appliance(config, models, recheck, assistant, presynthesis, live, turns, review=review)
+    return Appliance(
+        config, models, recheck, assistant, presynthesis, live, turns, review=review, notifications=notifications
+    )
+
+
+def subscribe_actions(config: Config, assistant: Assistant, live: LiveAssistant) -> Notifications | None:
+    """The actions the knowledge's entries declare and the staff call (docs/actions.md), taken by a subscriber of
+    the loop's bus; their notifications go through the outbox (returned) when a webhook or broker is configured,
+    else to the journal only (None)."""
+    from edgevoice.act.decide import ActionDecider, undeclared_actions
+    from edgevoice.act.service import JournalOnly, notifying, open_notifications
+    from edgevoice.live.actions import ActionTaker
+
+    c = config.actions
+    for warning in undeclared_actions(assistant.kiosk.entries, c.declared):
+        log.warning("%s", warning)
+    notifications = open_notifications(c) if notifying(c) else None
+    decider = ActionDecider(c.declared, not_understood_turns=c.not_understood_turns, visitor_gap_s=c.visitor_gap_s)
+    kiosk_of = assistant  # the knowledge as reloaded
+    bus = live.loop.bus
+    taker = ActionTaker(decider, notifications or JournalOnly(), lambda: kiosk_of.kiosk.entries, bus.publish)
+    bus.subscribe(taker, name="actions")
+    return notifications

@@ -112,6 +112,7 @@ def create_app(
     hosts: ServedHosts,
     token: str | None = None,
     review: ReviewStore | None = None,
+    outbox: Callable[[], Mapping[str, object]] | None = None,
 ) -> Starlette:
     """The admin app answering for ``hosts`` only; ``token``: the one every request must bring (None: none, for
     loopback and Unix sockets); ``review``: the review inbox's store (None: ``[review]`` is off)."""
@@ -176,6 +177,10 @@ def create_app(
             sections.append(
                 inbox_section(listing, choices, keep_days=review.keep_days, message=inbox_message, error=error)
             )
+        if outbox is not None:  # [actions] notifications: what waits and what failed (docs/actions.md)
+            from edgevoice.admin.outbox_page import outbox_section
+
+            sections.append(outbox_section(outbox()))
         return HTMLResponse(pages.admin_page("edgevoice admin", sections), status_code=status_code)
 
     async def bounded_body(request: Request) -> bytes | None:
@@ -304,6 +309,11 @@ def create_app(
     async def api_status(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(lambda: dict(appliance.status())))
 
+    async def api_outbox(request: Request) -> Response:
+        if outbox is None:
+            return error_response("admin_not_found", "no notifications are configured ([actions], docs/actions.md)")
+        return JSONResponse(await run_in_threadpool(lambda: dict(outbox())))
+
     async def api_turns(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(visible_turns))
 
@@ -359,6 +369,7 @@ def create_app(
         Route("/login", login, methods=["GET", "POST"]),
         Route("/api/status", guarded(api_status)),
         Route("/api/turns", guarded(api_turns)),
+        Route("/api/outbox", guarded(api_outbox)),
         Route("/api/knowledge", guarded(api_knowledge), methods=["GET", "PUT"]),
         Route("/api/selftest", guarded(api_selftest), methods=["GET", "POST"]),
         Route("/api/trigger", guarded(api_trigger), methods=["POST"]),

@@ -168,7 +168,13 @@ class AdminHandle:
         self.server.close()
 
 
-def start_admin(config: Config, appliance: LiveAppliance, *, review: ReviewStore | None = None) -> AdminHandle | None:
+def start_admin(
+    config: Config,
+    appliance: LiveAppliance,
+    *,
+    review: ReviewStore | None = None,
+    outbox: Callable[[], Mapping[str, object]] | None = None,
+) -> AdminHandle | None:
     """The admin page as ``[admin]`` configures it (the service's socket by default), with the review inbox of
     ``review`` (None: ``[review]`` is off); None when it is off or cannot listen (logged: the kiosk answers without
     it)."""
@@ -185,7 +191,7 @@ def start_admin(config: Config, appliance: LiveAppliance, *, review: ReviewStore
     if listen.rpartition(":")[0] in ("0.0.0.0", "[::]") and not config.admin.hosts:
         log.warning("admin page: on %s it answers to loopback names only until [admin] hosts names others", listen)
     selftest = SelftestRunner(selftest_command(config.source))
-    app = create_app(appliance, selftest, hosts=hosts, token=token, review=review)
+    app = create_app(appliance, selftest, hosts=hosts, token=token, review=review, outbox=outbox)
     try:
         server = AdminServer(app, listen, token=token is not None)
     except (OSError, EdgeVoiceError) as exc:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from edgevoice import data
+from edgevoice.config.actions import ActionsConfig as ActionsConfig
 from edgevoice.config.fields import rng as _rng
 from edgevoice.config.served import AdminConfig as AdminConfig
 from edgevoice.config.served import DisplayConfig as DisplayConfig
@@ -321,6 +322,7 @@ class Config:
     activation: ActivationConfig = field(default_factory=ActivationConfig)
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
     source: str = field(default="<defaults>", compare=False)
 
     def knowledge_source(self) -> str:

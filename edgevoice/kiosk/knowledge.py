@@ -72,6 +72,8 @@ class Entry:
     keywords: tuple[str, ...] = ()
     asked: tuple[str, ...] = ()
     """Other ways visitors ask this entry (the operator's review, or compiled when the knowledge was saved)."""
+    action: str = ""
+    """The action the kiosk takes when it reads this entry out (TOML ``action = "staff_call"``; docs/actions.md)."""
 
     @property
     def key(self) -> str:
@@ -92,6 +94,7 @@ class Entry:
 
 
 # Every pattern below runs in time linear in its line: no two quantifiers can take the same characters.
+_ACTION = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _TOML_QA = re.compile(r"^[ \t]*\[\[[ \t]*qa[ \t]*\]\]", re.M)
 
 
@@ -185,9 +188,12 @@ def _parse_toml(text: str) -> list[Entry]:
     entries = []
     for number, table in enumerate(data["qa"], 1):
         where = f"knowledge: [[qa]] number {number}"
-        extra = sorted(set(table) - {"question", "answer", "keywords", "asked"})
+        extra = sorted(set(table) - {"question", "answer", "keywords", "asked", "action"})
         if extra:
-            raise ConfigError(f"{where}: unknown key {extra[0]!r} (allowed: question, answer, keywords, asked)")
+            raise ConfigError(f"{where}: unknown key {extra[0]!r} (allowed: question, answer, keywords, asked, action)")
+        action = table.get("action", "")
+        if not isinstance(action, str) or (action and not _ACTION.fullmatch(action)):
+            raise ConfigError(f"{where}: action must be an action's name (lower-case letters, digits and _)")
         question, answer = table.get("question", ""), table.get("answer")
         keywords, asked = table.get("keywords", []), table.get("asked", [])
         if not isinstance(answer, str) or not answer.strip():
@@ -206,6 +212,7 @@ def _parse_toml(text: str) -> list[Entry]:
                 _clean(answer),
                 tuple(k.strip() for k in keywords if k.strip()),
                 tuple(a.strip() for a in asked if a.strip()),
+                action,
             )
         )
     return entries

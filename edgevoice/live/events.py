@@ -133,6 +133,18 @@ class ReplyFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ActionTaken:
+    """The kiosk took ``action`` for turn ``turn_id`` (``reason``: "asked", the entry read out declares it; or
+    "not_understood", the staff call after turns not understood): its notification ``message_id`` is in the durable
+    outbox already (docs/actions.md)."""
+
+    action: str
+    reason: str
+    message_id: str
+    turn_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class StageFailed:
     """A stage failed (a model raised, an engine bug): it cost a frame, a verdict or a turn, never the loop."""
 
@@ -158,6 +170,7 @@ LoopEvent = (
     | BargeIn
     | Fallback
     | ReplyFinished
+    | ActionTaken
     | StageFailed
     | Shutdown
 )
