@@ -127,6 +127,9 @@ class Kiosk:
         self.entries = without_instructions(
             parse_knowledge(knowledge, source=knowledge_source), knowledge, source=knowledge_source
         )
+        self._acting = frozenset(" ".join(words(q)) for e in self.entries if e.action for q in (e.question, *e.asked))
+        """The questions, as words, of the entries that declare an action: asked word for word, they are no small
+        talk ("I need help" takes the staff call, docs/actions.md)."""
         self.log_transcripts = log_transcripts
         """Whether the log may hold the visitor's words (``[debug] log_transcripts``)."""
         self.compiled = compile_knowledge(self.entries)
@@ -294,7 +297,9 @@ class Kiosk:
         return None, -1.0
 
     def _ground(self, question: str) -> Grounding:
-        reply = self.chat.reply(question, *self._meaning(question))
+        reply = (
+            None if " ".join(words(question)) in self._acting else self.chat.reply(question, *self._meaning(question))
+        )
         if reply is not None:
             return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
