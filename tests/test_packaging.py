@@ -84,7 +84,7 @@ def test_unit_runs_the_packaged_config_and_models_as_a_notify_service_with_a_wat
     assert s["WatchdogSec"] == ["10"] and s["Restart"] == ["on-failure"] and s["RestartPreventExitStatus"] == ["2"]
     assert s["User"] == ["edgevoice"] and s["SupplementaryGroups"] == ["audio"]
     # where the service may write: the debug recorder's files, a knowledge file the admin page rewrites,
-    assert s["StateDirectory"] == ["edgevoice/debug edgevoice/knowledge edgevoice/review"]
+    assert s["StateDirectory"] == ["edgevoice/debug edgevoice/knowledge edgevoice/review edgevoice/outbox"]
     assert s["RuntimeDirectory"] == ["edgevoice"]  # /run/edgevoice: the metrics socket (the default there)
     assert s["CacheDirectory"] == ["edgevoice"]  # and the cache: the knowledge's embeddings, the replies' audio
     for key in ("PrivateNetwork", "ProtectHome", "NoNewPrivileges", "MemoryDenyWriteExecute"):
