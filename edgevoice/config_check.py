@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ConfigReport", "check_config", "check_own_paths", "effective_config", "masked"]
 
-SECRET = re.compile(r"(^|_)(api_key|token|password|secret)$|._key$")
+SECRET = re.compile(r"(^|_)(api_key|token|password|secret)$|._key$|^webhook_url$")
 """Config keys whose values ``--print`` masks (a key file's path is not a secret: ``api_key_file`` is shown; nor is
-``activation.key``, a keyboard key)."""
+``activation.key``, a keyboard key). ``actions.webhook_url`` is masked: its path is the receiver's secret (a Home
+Assistant webhook id)."""
 MASK = "********"
 
 
@@ -78,6 +79,9 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
     report.check(lambda: check_admin(config))
     report.check(lambda: check_review(config, report.warnings))
+    from edgevoice.act.service import check_actions
+
+    report.check(lambda: check_actions(config, report.warnings))
     check_own_paths(config, report)
     if config.llm.backend == "openai":
         from edgevoice.engines.openai_remote import read_api_key

@@ -22,7 +22,7 @@ from tests.admin_fakes import FakeLlm, answer, fake_assistant, kiosk_config
 KNOWLEDGE = """
 [[qa]]
 question = "I need help, can I speak to someone?"
-asked = ["Can I talk to a person?", "I need a member of staff"]
+asked = ["I need help", "Can I talk to a person?", "I need a member of staff"]
 answer = "I've asked a colleague to come to the desk; please wait here."
 action = "staff_call"
 
@@ -179,7 +179,7 @@ def test_the_actions_section_is_checked_and_printed_without_secrets(tmp_path: Pa
         {
             "actions": {
                 "declared": ["staff_call", "show_map"],
-                "webhook_url": "http://127.0.0.1:9/hook",
+                "webhook_url": "http://127.0.0.1:9/api/webhook/kiosk-webhook-id",
                 "webhook_secret_file": str(secret),
                 "mqtt_host": "broker.lan",
                 "mqtt_username": "kiosk",
@@ -189,6 +189,7 @@ def test_the_actions_section_is_checked_and_printed_without_secrets(tmp_path: Pa
     )
     printed = str(effective_config(config))
     assert "s3cr3t" not in printed and str(secret) in printed
+    assert "kiosk-webhook-id" not in printed  # the webhook's path: a Home Assistant webhook id is its secret
     for bad, match in (
         ({"webhook_url": "http://x/hook"}, "webhook_secret_file"),
         ({"webhook_url": "ftp://x"}, "http"),
@@ -198,3 +199,79 @@ def test_the_actions_section_is_checked_and_printed_without_secrets(tmp_path: Pa
     ):
         with pytest.raises((ConfigError, ConfigErrors), match=match):
             config_from_dict({"actions": bad})
+
+
+def test_config_check_names_an_unreadable_secret_and_an_undeclared_action(tmp_path: Path) -> None:
+    from edgevoice.act.service import check_actions
+
+    knowledge = tmp_path / "venue.toml"
+    knowledge.write_text(KNOWLEDGE)
+    missing = tmp_path / "no-such.secret"
+    config = config_from_dict(
+        {
+            "kiosk": {"knowledge_file": str(knowledge)},
+            "actions": {"webhook_url": "http://127.0.0.1:9/hook", "webhook_secret_file": str(missing)},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"actions\.webhook_secret_file") as caught:
+        check_actions(config, [])
+    assert caught.value.key == "actions.webhook_secret_file"
+    short = tmp_path / "short.secret"
+    short.write_text("short")
+    warnings: list[str] = []
+    check_actions(
+        config_from_dict({"kiosk": {"knowledge_file": str(knowledge)}, "actions": {"declared": ["staff_call"]}}),
+        warnings,
+    )
+    assert len(warnings) == 1 and "'show_map'" in warnings[0]
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        check_actions(
+            config_from_dict({"actions": {"webhook_url": "http://127.0.0.1:9/h", "webhook_secret_file": str(short)}}),
+            [],
+        )
+
+
+def test_the_appliance_wires_a_read_out_action_to_the_webhook(tmp_path: Path, kiosk, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The composition root's :func:`subscribe_actions` on a real bus and outbox: the staff-call entry read out by
+    the real kiosk reaches a real receiver on loopback, signed."""
+    from edgevoice.app import subscribe_actions
+    from tests.notify_receiver import SECRET, Receiver
+
+    receiver = Receiver()
+    secret = tmp_path / "hook.secret"
+    secret.write_bytes(SECRET)
+    config = config_from_dict(
+        {
+            "actions": {
+                "declared": ["staff_call", "show_map"],
+                "webhook_url": receiver.url,
+                "webhook_secret_file": str(secret),
+                "outbox_dir": str(tmp_path / "outbox"),
+                "kiosk_id": "desk-9",
+            }
+        }
+    )
+    bus = EventBus()
+
+    class Live:
+        class loop:
+            pass
+
+    Live.loop.bus = bus  # type: ignore[attr-defined]
+    watcher = bus.subscribe(name="watcher")
+    notifications = subscribe_actions(config, kiosk, Live())  # type: ignore[arg-type]
+    assert notifications is not None
+    try:
+        finished = answer(kiosk, "I need help")  # an `asked` of the entry, word for word: no small talk
+        assert finished.verdict == "direct"
+        bus.publish(_finished(finished))
+        assert receiver.wait_for(1)
+        (got,) = receiver.requests
+        assert got["signed"] and got["body"]["action"] == "staff_call" and got["body"]["kiosk"] == "desk-9"  # type: ignore[index]
+        assert bus.wait_delivered(5)
+        taken = [e for e in watcher.drain() if isinstance(e, ActionTaken)]
+        assert taken == [ActionTaken("staff_call", "asked", str(got["id"]), 1)]
+    finally:
+        bus.close()
+        notifications.close()
+        receiver.down()

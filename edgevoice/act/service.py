@@ -13,9 +13,10 @@ from pathlib import Path
 
 from edgevoice.act.delivery import Delivery, JournalSink, Sink, SystemClocks
 from edgevoice.act.outbox import Outbox, default_outbox_dir
+from edgevoice.config import Config
 from edgevoice.config.actions import ActionsConfig
 
-__all__ = ["JournalOnly", "Notifications", "notifying", "open_notifications"]
+__all__ = ["JournalOnly", "Notifications", "check_actions", "notifying", "open_notifications"]
 
 log = logging.getLogger(__name__)
 
@@ -113,3 +114,15 @@ class JournalOnly:
 def notifying(config: ActionsConfig) -> bool:
     """Whether ``config`` sends notifications anywhere but the journal (then an outbox keeps them)."""
     return bool(config.webhook_url or config.mqtt_host)
+
+
+def check_actions(config: Config, warnings: list[str]) -> None:
+    """What ``edgevoice config --check`` says of ``[actions]``: a secret file that cannot be read, or is too short, is
+    an error naming its key; an entry that names an undeclared action is a warning."""
+    from edgevoice.act.decide import undeclared_actions
+    from edgevoice.kiosk.knowledge import parse_knowledge
+
+    for sink in sinks_of(config.actions, "check").values():  # reads every secret file, connects nowhere
+        sink.close()
+    entries = parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=[])
+    warnings += undeclared_actions(entries, config.actions.declared)
