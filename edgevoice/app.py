@@ -429,5 +429,5 @@ def subscribe_actions(config: Config, assistant: Assistant, live: LiveAssistant)
     kiosk_of = assistant  # the knowledge as reloaded
     bus = live.loop.bus
     taker = ActionTaker(decider, notifications or JournalOnly(), lambda: kiosk_of.kiosk.entries, bus.publish)
-    bus.subscribe(taker, name="actions")
+    bus.subscribe(taker, name="actions", maxsize=RECORDS_QUEUE)  # a staff call must not be dropped in a burst
     return notifications
