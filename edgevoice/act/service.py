@@ -15,6 +15,7 @@ from edgevoice.act.delivery import Delivery, JournalSink, Sink, SystemClocks
 from edgevoice.act.outbox import Outbox, default_outbox_dir
 from edgevoice.config import Config
 from edgevoice.config.actions import ActionsConfig
+from edgevoice.errors import ConfigError
 
 __all__ = ["JournalOnly", "Notifications", "check_actions", "notifying", "open_notifications"]
 
@@ -124,5 +125,8 @@ def check_actions(config: Config, warnings: list[str]) -> None:
 
     for sink in sinks_of(config.actions, "check").values():  # reads every secret file, connects nowhere
         sink.close()
-    entries = parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=[])
+    try:
+        entries = parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=[])
+    except ConfigError:
+        return  # the knowledge's own check reports it
     warnings += undeclared_actions(entries, config.actions.declared)
