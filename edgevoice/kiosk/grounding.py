@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +42,7 @@ from edgevoice import data
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.background_embedding import EMBED_NOW_TEXTS
+from edgevoice.kiosk.compiled import with_compiled
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
 from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
 from edgevoice.kiosk.grounded_model import GroundedModel
@@ -104,6 +105,7 @@ class Kiosk:
         gate: str = "strict",
         embed_now_texts: int = EMBED_NOW_TEXTS,
         idle: Callable[[], bool] | None = None,
+        compiled: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each question
         (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer, spoken as the
@@ -116,7 +118,8 @@ class Kiosk:
         packaged read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules
         left to the model. ``gate``: "lenient" leaves near misses to the language model (``[kiosk] gate``).
         ``embed_now_texts``: more texts than this to embed are embedded in the background, while ``idle()`` (None: at
-        once), and questions are matched by their words until then (:meth:`wait_semantic`; :meth:`close` stops it)."""
+        once), and questions are matched by their words until then (:meth:`wait_semantic`; :meth:`close` stops it).
+        ``compiled``: the questions a compile kept, per entry key, added to the entries' ways of asking."""
         self.hint_entries = hint_entries
         self.reply_check = reply_check
         """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
@@ -124,9 +127,12 @@ class Kiosk:
         self.embedder, self.phonemize = embedder, phonemize
         """Kept for a kiosk rebuilt from new knowledge (:meth:`edgevoice.converse.Assistant.reload_knowledge`)."""
         persona = persona_without_secrets(persona)
-        self.entries = without_instructions(
+        self.source_entries = without_instructions(
             parse_knowledge(knowledge, source=knowledge_source), knowledge, source=knowledge_source
         )
+        """The entries as the knowledge writes them."""
+        self.entries = with_compiled(self.source_entries, compiled) if compiled else self.source_entries
+        """The entries, each with its compiled ways of asking (:mod:`edgevoice.kiosk.compiled`) in ``asked``."""
         self.log_transcripts = log_transcripts
         """Whether the log may hold the visitor's words (``[debug] log_transcripts``)."""
         self.compiled = compile_knowledge(self.entries)
@@ -175,6 +181,7 @@ class Kiosk:
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
         idle: Callable[[], bool] | None = None,
+        compiled: Mapping[str, Sequence[str]] | None = None,
     ) -> Kiosk:
         """The kiosk the config describes, with the given sentence encoder and phonemizer (loaded from the config by
         :func:`edgevoice.app.build_kiosk`); ``[kiosk] semantic = false`` leaves out the encoder,
@@ -201,6 +208,7 @@ class Kiosk:
             small_talk_file=k.small_talk_file,
             gate=k.gate,
             idle=idle,
+            compiled=compiled,
         )
 
     def wait_semantic(self, timeout: float | None = None) -> bool:
