@@ -382,4 +382,8 @@ def build_appliance(
             wake_word.close()
         raise
     idle.follow(live.loop.idle)
+    from edgevoice.knowledge_compile import KnowledgeCompile
+
+    # other ways of asking each entry, written by the strongest model between turns; until then, as written
+    assistant.compile_knowledge(KnowledgeCompile(config, models.store, assistant.use_compiled, idle=idle))
     return Appliance(config, models, recheck, assistant, presynthesis, live, turns)

@@ -39,6 +39,8 @@ class ConfigReport:
     source: str
     errors: list[EdgeVoiceError] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """What is worth knowing and needs nothing done (the knowledge's compile)."""
 
     @property
     def ok(self) -> bool:
@@ -57,6 +59,7 @@ class ConfigReport:
             "source": self.source,
             "errors": [e.as_json() for e in self.errors],
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -75,6 +78,7 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
         )
     )
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
+    report.check(lambda: report.notes.append(knowledge_compile_note(config)))
     report.check(lambda: check_admin(config))
     check_own_paths(config, report)
     if config.llm.backend == "openai":
@@ -97,6 +101,16 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
         report.errors += check_devices(config.audio.input_device, config.audio.output_device, portaudio=portaudio)
     return report
+
+
+def knowledge_compile_note(config: Config) -> str:
+    """Whether and by which model the knowledge is compiled (:mod:`edgevoice.knowledge_compile`)."""
+    from edgevoice.kiosk.knowledge import parse_knowledge
+    from edgevoice.knowledge_compile import compile_note
+    from edgevoice.models.configured import model_store
+
+    entries = parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=[])
+    return compile_note(config, model_store(config), entries)
 
 
 def check_answer_lengths(config: Config, entries: Sequence[Entry], warnings: list[str]) -> None:

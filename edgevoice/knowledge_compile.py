@@ -8,13 +8,10 @@ and lets the next start use it at once: :mod:`edgevoice.kiosk.compiled`; the loo
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from edgevoice.app_engines import open_compiler
 from edgevoice.config import Config
@@ -29,7 +26,13 @@ from edgevoice.kiosk.matching import Matcher
 from edgevoice.models.store import ModelStore
 from edgevoice.paths import default_cache_dir
 
-__all__ = ["KnowledgeCompile", "add_knowledge_parser", "compile_cache_dir", "finished_compile", "generator_identity"]
+__all__ = [
+    "KnowledgeCompile",
+    "compile_cache_dir",
+    "compile_note",
+    "finished_compile",
+    "generator_identity",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,31 @@ def finished_compile(
         return None
     cache = CompileCache(compile_cache_dir(), identity, PROMPT_VERSION)
     return cache.finished(knowledge_digest(entries[:MAX_ENTRIES], encoder))
+
+
+def compile_note(config: Config, store: ModelStore, entries: Sequence[Entry]) -> str:
+    """One line for ``edgevoice config --check``: the model that compiles the knowledge and how many of its entries
+    it has written ways of asking for, or why it is not compiled (not an error)."""
+    identity = generator_identity(config, store)
+    if identity is None:
+        return (
+            f"the knowledge is not compiled: no model to compile it with (install {COMPILE_MODEL}, or set [llm] "
+            'backend = "openai"); it is matched as written'
+        )
+    cache = CompileCache(compile_cache_dir(), identity, PROMPT_VERSION)
+    todo = entries[:MAX_ENTRIES]
+    done = sum(cache.record(e.key) is not None for e in todo)
+    left = (
+        f"; {len(entries) - len(todo)} entries past the first {MAX_ENTRIES} are matched as written"
+        if (len(entries) > len(todo))
+        else ""
+    )
+    return (
+        f"knowledge compile by {identity.split(chr(0))[0]}: {done}/{len(todo)} entries written (in {cache.path}); "
+        f"the rest is compiled in the background by edgevoice run, or now by: edgevoice knowledge compile FILE{left}"
+        if done < len(todo)
+        else f"knowledge compile by {identity.split(chr(0))[0]}: {done}/{len(todo)} entries written{left}"
+    )
 
 
 class KnowledgeCompile:
@@ -104,7 +132,14 @@ class KnowledgeCompile:
         def busy() -> bool:
             return holder[0].busy()
 
+        encoder = encoder_identity(kiosk.embedder) or ""
+
         def work(go_on: Callable[[], bool]) -> dict[str, list[str]]:
+            finished = cache.finished(knowledge_digest(entries[: self.max_entries], encoder))
+            if finished is not None:  # compiled before: no model loaded
+                progress.state, progress.kept = "done", sum(len(v) for v in finished.values())
+                progress.entries_done = progress.entries_total = min(len(entries), self.max_entries)
+                return finished
             generator = open_compiler(self.config, self.store, busy=busy)
             if generator is None:
                 raise ConfigError("the compile model went away")
@@ -114,7 +149,7 @@ class KnowledgeCompile:
                     generator,
                     lambda: _meaning(kiosk),
                     cache,
-                    encoder=encoder_identity(kiosk.embedder) or "",
+                    encoder=encoder,
                     go_on=go_on,
                     progress=progress,
                     max_entries=self.max_entries,
@@ -171,60 +206,3 @@ def compile_file(
     finally:
         generator.close()
     return kept, progress
-
-
-def add_knowledge_parser(commands: Any) -> None:
-    """``edgevoice knowledge compile FILE``."""
-    knowledge = commands.add_parser("knowledge", help="the venue's knowledge: compile it ahead of time")
-    sub = knowledge.add_subparsers(dest="knowledge_command", required=True)
-    p = sub.add_parser("compile", help="write out and check other ways of asking each entry (kept in the cache)")
-    p.add_argument("file", type=Path, help="the knowledge file (any format the kiosk reads)")
-    p.add_argument("--persona", type=Path, help="the persona file (default: the config's [kiosk] persona)")
-    p.add_argument("--max-entries", type=int, default=MAX_ENTRIES, help="compile at most this many entries")
-    p.add_argument("--fresh", action="store_true", help="check the written questions again")
-    p.add_argument("--show", action="store_true", help="print the questions kept, per entry")
-    p.add_argument("--config", help="edgevoice.toml to use")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.set_defaults(handler=cmd_knowledge_compile)
-
-
-def cmd_knowledge_compile(args: argparse.Namespace) -> int:
-    """Compile ``args.file`` with the config's models; print the progress and (``--show``) the questions kept."""
-    from edgevoice.cli_json import emit
-    from edgevoice.config.load import find_config
-
-    out = compile_command(args, find_config(args.config))
-    if args.json:
-        emit(out)
-        return 0
-    for question, asked in out.get("kept", {}).items():  # type: ignore[attr-defined]
-        print(question)
-        for q in asked:
-            print(f"    {q}")
-    print(out["summary"])
-    return 0
-
-
-def compile_command(args: argparse.Namespace, config: Config) -> dict[str, object]:
-    """What ``edgevoice knowledge compile`` prints, as a JSON object."""
-    from edgevoice.app import build_kiosk
-    from edgevoice.models.configured import model_store
-
-    kiosk_config = replace(config.kiosk, knowledge_file=str(args.file), knowledge="")
-    if args.persona is not None:
-        kiosk_config = replace(kiosk_config, persona=args.persona.read_text(encoding="utf-8").strip())
-    config = replace(config, kiosk=kiosk_config)
-    store = model_store(config)
-    kiosk = build_kiosk(config, store=store)
-    try:
-        kept, progress = compile_file(config, store, kiosk, max_entries=args.max_entries, fresh=args.fresh)
-    finally:
-        kiosk.close()
-    out: dict[str, object] = {"compile": progress.as_dict(), "summary": progress.line()}
-    if args.show:
-        out["kept"] = _by_question(kiosk.source_entries, kept)
-    return out
-
-
-def _by_question(entries: Sequence[Entry], kept: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    return {e.question or e.answer[:60]: list(kept[e.key]) for e in entries if e.key in kept}

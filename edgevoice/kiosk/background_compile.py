@@ -105,6 +105,13 @@ def run_compile(
             made = generate(generator, entry, count, go_on=go_on)
             cache.put(entry.key, made.questions, made.judged, keep=keys)
             progress.warning = cache.warning
+            log.info(
+                "knowledge compile: entry %d/%d written (%d questions), %.0f s so far",
+                n + 1,
+                len(todo),
+                len(made.questions),
+                time.perf_counter() - started,
+            )
     progress.entries_done, progress.state = len(todo), "checking"
     if go_on is not None and not go_on():
         raise CompileStopped("stopped before the checks")
