@@ -12,7 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgevoice import knowledge_compile
+from edgevoice.clock import ManualClock
+from edgevoice.config import Config
+from edgevoice.converse import Assistant
 from edgevoice.events import ChatMessage
+from edgevoice.interfaces import Engines
 from edgevoice.kiosk.background_compile import BackgroundCompile, CompileProgress, CompileStopped, run_compile
 from edgevoice.kiosk.compiled import CompileCache, knowledge_digest, load_compiled, with_compiled
 from edgevoice.kiosk.compiler import (
@@ -22,8 +27,13 @@ from edgevoice.kiosk.compiler import (
     check_questions,
     parse_questions,
 )
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.matching import Matcher
+from edgevoice.knowledge_compile import KnowledgeCompile
+from edgevoice.models.store import ModelStore
+from tests.admin_fakes import kiosk_config
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
 
 ATM = Entry("Is there an ATM?", "Yes, a cash machine is by the main door.")
 CHAPEL = Entry("Is there a chapel?", "Yes, the chapel is on the second floor, open all day.")
@@ -281,3 +291,142 @@ def test_closing_a_background_compile_keeps_what_it_wrote(tmp_path: Path) -> Non
     ).start()
     assert running.close(5)
     assert progress.state == "stopped"
+
+
+# --- the running kiosk ------------------------------------------------------------------------------------------------
+
+VENUE = "".join(f"{e.question} {e.answer}\n" for e in ENTRIES)
+
+
+class ClosingGenerator(FakeGenerator):
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def live_assistant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opened: list[ClosingGenerator]) -> Assistant:
+    """An assistant on fake engines whose knowledge file is :data:`VENUE`, matching by the concept encoder, and whose
+    compiles write with a :class:`ClosingGenerator` (each one opened is appended to ``opened``)."""
+    monkeypatch.setenv("EDGEVOICE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(knowledge_compile, "generator_identity", lambda config, store: "fake\0abc")
+
+    def open_fake(config: Config, store: object, *, busy: object = None) -> ClosingGenerator:
+        opened.append(ClosingGenerator(WRITTEN))
+        return opened[-1]
+
+    monkeypatch.setattr(knowledge_compile, "open_compiler", open_fake)
+    venue = tmp_path / "venue.txt"
+    if not venue.exists():
+        venue.write_text(VENUE)
+    config = kiosk_config(venue, semantic=True)
+    clock = ManualClock()
+    engines = Engines(
+        vad=FakeVad(), recognizer=FakeRecognizer("", clock), llm=FakeLlm("Hm.", clock), synthesizer=FakeSynth(clock)
+    )
+    kiosk = Kiosk.from_config(config, embedder=ConceptEmbedder())
+    return Assistant(config, engines, kiosk=kiosk, clock=clock)
+
+
+def compile_now(assistant: Assistant) -> KnowledgeCompile:
+    compiler = KnowledgeCompile(assistant.config, ModelStore(None), assistant.use_compiled)
+    assistant.compile_knowledge(compiler)
+    assert compiler._running is not None and compiler._running.wait(10)
+    return compiler
+
+
+def asked(assistant: Assistant) -> dict[str, tuple[str, ...]]:
+    return {e.question: e.asked for e in assistant.kiosk.entries}
+
+
+def test_the_running_kiosk_takes_the_compiled_questions_and_the_next_start_loads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[ClosingGenerator] = []
+    assistant = live_assistant(tmp_path, monkeypatch, opened)
+    before = assistant.kiosk
+    compiler = compile_now(assistant)
+    assert assistant.kiosk is not before
+    assert asked(assistant)[ATM.question] == ("Can I get cash somewhere?", "Where can I withdraw money?")
+    assert [e.key for e in assistant.kiosk.entries] == [e.key for e in ENTRIES]
+    assert len(opened) == 1 and opened[0].closed  # the model is freed once the compile is done
+    assert compiler.progress.line().startswith("knowledge compile done: 3/3 entries, 5 of 7 ways of asking kept")
+    assistant.close()
+
+    again = live_assistant(tmp_path, monkeypatch, opened)
+    compile_now(again)
+    assert len(opened) == 1  # a finished compile loads no model
+    assert asked(again)[CHAPEL.question] == ("Somewhere quiet to pray?", "Is there a place of worship?")
+    again.close()
+
+
+def test_a_reload_compiles_the_edited_entry_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[ClosingGenerator] = []
+    assistant = live_assistant(tmp_path, monkeypatch, opened)
+    compiler = compile_now(assistant)
+    (tmp_path / "venue.txt").write_text(VENUE.replace("under the building", "on level -1"))
+    assistant.reload_knowledge()
+    assert compiler._running is not None and compiler._running.wait(10)
+    assert opened[-1].calls == ["write", "judge"]
+    assert asked(assistant)[PARKING.question] == ("Where do I leave my car?",)
+    assert "on level -1" in assistant.kiosk.entries[2].answer
+    assistant.close()
+
+
+def test_without_a_model_the_kiosk_says_it_is_not_compiled(tmp_path: Path) -> None:
+    (tmp_path / "venue.txt").write_text(VENUE)
+    config = kiosk_config(tmp_path / "venue.txt", semantic=False)
+    store = ModelStore(tmp_path / "models")
+    assert knowledge_compile.generator_identity(config, store) is None
+    note = knowledge_compile.compile_note(config, store, ENTRIES)
+    assert note.startswith("the knowledge is not compiled: no model to compile it with")
+    compiler = KnowledgeCompile(config, store, lambda kiosk, kept: None)
+    compiler.start(Kiosk.from_config(config))
+    assert compiler.progress.state == "off" and "no model" in compiler.progress.line()
+
+
+# --- the real model ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.models
+@pytest.mark.slow
+def test_the_default_model_compiles_two_entries_end_to_end(tmp_path: Path) -> None:
+    """The 0.5B model (the 1.5B that compiles on a kiosk is not installed in CI) through the composition root,
+    with the real sentence encoder and the kiosk's own matcher: every question kept was written by the model,
+    is a spoken question, and ranks its entry first."""
+    from edgevoice.app import load_embedder
+    from edgevoice.app_engines import open_llm
+    from edgevoice.models.configured import model_store
+
+    config = Config()
+    store = model_store(config)
+    kiosk = Kiosk(
+        "You are Ada at the Harbour Museum.",
+        "Is there an ATM? Yes, a cash machine is by the main door.\n"
+        "Is there a chapel? Yes, a quiet room for prayer is on the second floor.\n",
+        embedder=load_embedder(config, store),
+    )
+    generator = LanguageModelGenerator(open_llm(config, store, temperature=0.0), "0.5b\0test")
+    progress = CompileProgress()
+    try:
+        kept = run_compile(
+            kiosk.source_entries,
+            generator,
+            lambda: kiosk.matcher,
+            CompileCache(tmp_path, "0.5b\0test", 1),
+            progress=progress,
+            count=4,
+        )
+    finally:
+        generator.close()
+    record = CompileCache(tmp_path, "0.5b\0test", 1)
+    written = {e.key: record.record(e.key) for e in kiosk.source_entries}
+    assert all(r is not None and r[0] for r in written.values()), written  # each entry got questions
+    assert progress.state == "done" and progress.written == sum(len(r[0]) for r in written.values() if r)
+    for i, entry in enumerate(kiosk.source_entries):
+        for question in kept.get(entry.key, []):
+            assert question in written[entry.key][0] and question.endswith("?")  # type: ignore[index]
+            order, *_ = kiosk.matcher._ranked(question)
+            assert order[0] == i
+    compiled = with_compiled(kiosk.source_entries, kept)
+    assert [len(e.asked) for e in compiled] == [len(kept.get(e.key, [])) for e in kiosk.source_entries]
