@@ -317,6 +317,8 @@ class Kiosk:
         if reply is not None:
             return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
+        if grounding.direct is not None:
+            grounding = replace(grounding, direct_entry=self._answering(grounding.direct, grounding.entries))
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
             # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
             grounding = replace(grounding, direct=without_yes_no(grounding.direct))
@@ -325,9 +327,18 @@ class Kiosk:
         neutral = self.matcher.persona_terms
         answering = [e for e in grounding.entries if answers_secret(grounding.question, e, neutral)]
         if not answering:
-            return replace(grounding, known=False, direct=None)
+            return replace(grounding, known=False, direct=None, direct_entry=None)
         direct = grounding.direct if any(e.answer == grounding.direct for e in answering) else None
-        return replace(grounding, entries=tuple(answering), direct=direct)
+        entry = grounding.direct_entry if direct is not None else None
+        return replace(grounding, entries=tuple(answering), direct=direct, direct_entry=entry)
+
+    def _answering(self, answer: str, ranked: tuple[Entry, ...]) -> Entry | None:
+        """The entry whose answer ``answer`` is (as written, or without its opening "yes" or "no"), the ranked ones
+        first."""
+        return next(
+            (e for e in (*ranked, *self.entries) if answer in (e.answer, without_yes_no(e.answer))),
+            None,
+        )
 
     def small_talk(self, question: str) -> bool:
         """Nothing to look up: small talk of a known kind ("hello, can you hear me?"), or no word but stop words and
