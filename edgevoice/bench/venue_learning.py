@@ -180,7 +180,7 @@ def learn_venue(
             if only is not None and voice not in only:
                 continue
             progress(f"{venue.name} {stage}: answering {len(questions)} questions ({voice} {condition})".rstrip())
-            found = answer_venue(venue, questions, voice, condition, texts, conversations.ask)
+            found = answer_venue(venue, questions, voice, condition, texts, conversations.ask, conversations.read_outs)
             out += [{**i, "stage": stage} for i in found]
         return out
 
@@ -235,13 +235,14 @@ def format_learning(report: dict[str, Any]) -> str:
         f"A venue's first weeks (models {report['models']['asr']}, {report['models']['llm']}): day 1 = dev (reviewed"
         " by a scripted operator), day 2 = test (never reviewed).",
         f"  {'venue':<10} {'stage':<18} {'split':<5} {'input':<15} {'right facts':>11} {'dont know':>10}"
-        f" {'small talk':>10} {'invented':>8} {'n':>5}",
+        f" {'small talk':>10} {'invented':>8} {'wrong entry':>11} {'wrong subject':>13} {'n':>5}",
     ]
     for row in report["rows"]:
         lines.append(
             f"  {row['venue']:<10} {row['stage']:<18} {row['split']:<5} {row['input']:<15}"
             f" {_f(row['right_facts_percent']):>11} {_f(row['dont_know_percent']):>10}"
-            f" {_f(row['small_talk_percent']):>10} {row['invented']:>8} {row['n']:>5}"
+            f" {_f(row['small_talk_percent']):>10} {row['invented']:>8} {row.get('wrong_entry', 0):>11}"
+            f" {row.get('wrong_subject', 0):>13} {row['n']:>5}"
         )
     attached = sum(r["attached"] for r in report["reviews"])
     skipped = sum(r["unlabelled"] for r in report["reviews"])
