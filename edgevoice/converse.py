@@ -123,7 +123,7 @@ class Assistant:
             if self.kiosk is not source:
                 return
             kiosk = Kiosk.from_config(
-                self.config, embedder=source.embedder, phonemize=source.phonemize, idle=self._idle, compiled=compiled
+                self.config, embedder=source.embedder, phonemize=source.phonemize, idle=self._idle, asked=compiled
             )
             if [e.key for e in kiosk.source_entries] != [e.key for e in source.source_entries]:
                 kiosk.close()

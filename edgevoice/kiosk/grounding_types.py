@@ -56,6 +56,8 @@ class Grounding:
     small_talk: str | None = None
     """The question is small talk (:mod:`edgevoice.kiosk.small_talk`): the reply to speak as it stands, without the
     model."""
+    direct_entry: Entry | None = None
+    """The entry whose answer :attr:`direct` is (None without a direct answer): what a read-out reads."""
 
 
 class GroundingSource(Protocol):
