@@ -105,11 +105,24 @@ def _joined(*parts: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
 
 
 def finished_compile(venue: Venue, config: Config) -> Mapping[str, Sequence[str]]:
-    """The compiled ways of asking of ``venue``'s knowledge, from a finished compile's cache (``--compiled``)."""
-    raise ConfigError(
-        f"--compiled: no compiled knowledge for venue {venue.name!r} (this build has no knowledge compile yet)",
-        code="compile_missing",
-    )
+    """The compiled ways of asking of ``venue``'s knowledge, from a finished compile's cache (``--compiled``; made by
+    ``edgevoice knowledge compile venues/NAME/knowledge.md --persona venues/NAME/persona.txt``)."""
+    from edgevoice.app import load_embedder
+    from edgevoice.kiosk.embedding_cache import encoder_identity
+    from edgevoice.kiosk.grounding import Kiosk
+    from edgevoice.knowledge_compile import finished_compile as finished
+    from edgevoice.models.configured import model_store
+
+    store = model_store(config)
+    entries = Kiosk(venue.persona, venue.knowledge).source_entries
+    kept = finished(config, store, entries, encoder_identity(load_embedder(config, store)) or "")
+    if kept is None:
+        raise ConfigError(
+            f"--compiled: venue {venue.name!r} has no finished compile in the cache; make it with: edgevoice "
+            "knowledge compile KNOWLEDGE_FILE --persona PERSONA_FILE",
+            code="compile_missing",
+        )
+    return kept
 
 
 def run_learning(
