@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from edgevoice.config import Config
-from edgevoice.errors import ModelMissingError
+from edgevoice.errors import ModelError
 from edgevoice.models.configured import manifest_model, moonshine_files, piper_files, resolve
 from edgevoice.models.store import ModelStore
 
@@ -85,7 +85,7 @@ def open_compiler(
 
     try:
         path = store.path(COMPILE_MODEL)
-    except ModelMissingError:
+    except ModelError:  # not installed, or not the file it should be: the next in line compiles
         path = None
     if path is not None:
         llm = open_llm(config, store, name=COMPILE_MODEL, temperature=0.0)

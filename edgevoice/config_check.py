@@ -70,15 +70,18 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     from edgevoice.kiosk.small_talk import SmallTalk
 
     report = ConfigReport(config.source)
-    report.check(
-        lambda: check_answer_lengths(
-            config,
-            parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings),
-            report.warnings,
+    entries: list[Entry] = []
+
+    def knowledge() -> None:
+        entries.extend(
+            parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
         )
-    )
+        check_answer_lengths(config, entries, report.warnings)
+
+    report.check(knowledge)
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
-    report.check(lambda: report.notes.append(knowledge_compile_note(config)))
+    if entries:
+        report.check(lambda: report.notes.append(knowledge_compile_note(config, entries)))
     report.check(lambda: check_admin(config))
     check_own_paths(config, report)
     if config.llm.backend == "openai":
@@ -103,13 +106,11 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     return report
 
 
-def knowledge_compile_note(config: Config) -> str:
-    """Whether and by which model the knowledge is compiled (:mod:`edgevoice.knowledge_compile`)."""
-    from edgevoice.kiosk.knowledge import parse_knowledge
+def knowledge_compile_note(config: Config, entries: Sequence[Entry]) -> str:
+    """Whether and by which model the knowledge's ``entries`` are compiled (:mod:`edgevoice.knowledge_compile`)."""
     from edgevoice.knowledge_compile import compile_note
     from edgevoice.models.configured import model_store
 
-    entries = parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=[])
     return compile_note(config, model_store(config), entries)
 
 

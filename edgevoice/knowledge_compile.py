@@ -15,7 +15,7 @@ from pathlib import Path
 
 from edgevoice.app_engines import open_compiler
 from edgevoice.config import Config
-from edgevoice.errors import ConfigError, ModelMissingError
+from edgevoice.errors import ConfigError, ModelError
 from edgevoice.kiosk.background_compile import MAX_ENTRIES, BackgroundCompile, CompileProgress, run_compile
 from edgevoice.kiosk.compiled import CompileCache, knowledge_digest
 from edgevoice.kiosk.compiler import COMPILE_MODEL, PROMPT_VERSION
@@ -48,7 +48,7 @@ def generator_identity(config: Config, store: ModelStore) -> str | None:
     model to compile with."""
     try:
         path = store.path(COMPILE_MODEL)
-    except ModelMissingError:
+    except ModelError:  # not installed, or not the file it should be: the next in line compiles
         path = None
     if path is not None:
         checked = store.handed_out.get(path)

@@ -360,6 +360,31 @@ def test_the_running_kiosk_takes_the_compiled_questions_and_the_next_start_loads
     again.close()
 
 
+def test_the_admin_status_shows_the_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgevoice.admin.appliance import LiveAppliance
+    from edgevoice.admin.pages import status_section
+    from edgevoice.live.service import Notifier, ServiceMonitor
+
+    assistant = live_assistant(tmp_path, monkeypatch, [])
+    appliance = LiveAppliance(assistant.config, assistant, ServiceMonitor(Notifier({})), lambda: None)
+    assert "compile" not in appliance.status()  # no compile started
+    compile_now(assistant)
+    status = appliance.status()
+    assert status["compile_progress"] == {
+        "state": "done",
+        "model": "fake",
+        "entries_done": 3,
+        "entries_total": 3,
+        "entries_left_out": 0,
+        "written": 7,
+        "kept": 5,
+        "warning": None,
+        "seconds": status["compile_progress"]["seconds"],  # type: ignore[index]
+    }
+    assert "knowledge compile done: 3/3 entries, 5 of 7 ways of asking kept, by fake" in status_section(status)
+    assistant.close()
+
+
 def test_a_reload_compiles_the_edited_entry_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[ClosingGenerator] = []
     assistant = live_assistant(tmp_path, monkeypatch, opened)
