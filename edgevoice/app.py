@@ -13,7 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from edgevoice.app_engines import open_llm, open_recognizer, open_turn_model, open_vad, open_voice, open_wake_word
+from edgevoice.app_engines import (
+    open_llm,
+    open_recognizer,
+    open_remote_llm,
+    open_turn_model,
+    open_vad,
+    open_voice,
+    open_wake_word,
+)
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.errors import ModelMissingError
@@ -90,21 +98,11 @@ def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engin
 
 def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
     """The ``[llm] backend = "openai"`` model: the server at ``base_url``, hedged with ``local``."""
-    from edgevoice.engines.openai_remote import RemoteChatModel, read_api_key
     from edgevoice.reply.hedge import HedgedModel
     from edgevoice.reply.responder import FIRST_CLAUSE_WORDS
 
     c = config.llm
-    remote = RemoteChatModel(
-        c.base_url,
-        model=c.model,
-        api_key=read_api_key(key_file=c.api_key_file, key_env=c.api_key_env),
-        stall_s=c.remote_stall_s,
-        temperature=c.temperature,
-        top_p=c.top_p,
-        seed=c.seed,
-        max_reply_s=config.kiosk.max_reply_s,
-    )
+    remote = open_remote_llm(config)
     log.info("language model: %s, hedged with the local model after %d ms", c.base_url, c.hedge_ms)
     return HedgedModel(remote, local, hedge_s=c.hedge_ms / 1000, first_clause_words=FIRST_CLAUSE_WORDS)
 
@@ -408,6 +406,10 @@ def build_appliance(
             wake_word.close()
         raise
     idle.follow(live.loop.idle)
+    from edgevoice.knowledge_compile import KnowledgeCompile
+
+    # other ways of asking each entry, written by the strongest model between turns; until then, as written
+    assistant.compile_knowledge(KnowledgeCompile(config, models.store, assistant.use_compiled, idle=idle))
     return Appliance(
         config, models, recheck, assistant, presynthesis, live, turns, review=review, notifications=notifications
     )

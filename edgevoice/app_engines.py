@@ -6,26 +6,32 @@ that the CLI starts without them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from edgevoice.config import Config
+from edgevoice.errors import ModelError
 from edgevoice.models.configured import manifest_model, moonshine_files, piper_files, resolve
 from edgevoice.models.store import ModelStore
 
 if TYPE_CHECKING:
     from edgevoice.engines.llamacpp import LlamaCppModel
     from edgevoice.engines.moonshine_onnx import MoonshineOnnxRecognizer
+    from edgevoice.engines.openai_remote import RemoteChatModel
     from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.silero_onnx import SileroVad
     from edgevoice.engines.smart_turn_onnx import SmartTurn
     from edgevoice.engines.wake_word import MicroWakeWord
     from edgevoice.engines.whispercpp import WhisperCppRecognizer
+    from edgevoice.kiosk.compiler import LanguageModelGenerator
 
 __all__ = [
+    "open_compiler",
     "open_llm",
     "open_plain_voice",
     "open_recognizer",
+    "open_remote_llm",
     "open_turn_model",
     "open_vad",
     "open_voice",
@@ -66,6 +72,47 @@ def open_llm(
         temperature=_or(temperature, c.temperature),
         top_p=_or(top_p, c.top_p),
         repeat_penalty=_or(repeat_penalty, c.repeat_penalty),
+    )
+
+
+def open_compiler(
+    config: Config, store: ModelStore, *, busy: Callable[[], bool] | None = None
+) -> LanguageModelGenerator | None:
+    """The strongest model the box has, greedy, to compile the knowledge (:mod:`edgevoice.kiosk.compiler`): the
+    manifest's compile model (``edgevoice/data/kiosk/compile.toml``) when installed, else the LAN model of ``[llm]
+    backend = "openai"``; None when neither is there. ``busy()``: a turn began, the model stops at its next token."""
+    from edgevoice.kiosk.compiler import COMPILE_MODEL, LanguageModelGenerator
+
+    try:
+        path = store.path(COMPILE_MODEL)
+    except ModelError:  # not installed, or not the file it should be: the next in line compiles
+        path = None
+    if path is not None:
+        llm = open_llm(config, store, name=COMPILE_MODEL, temperature=0.0)
+        checked = store.handed_out.get(path)
+        checksum = checked[1].sha256 if checked is not None else ""
+        return LanguageModelGenerator(llm, f"{COMPILE_MODEL}\0{checksum}", busy=busy)
+    c = config.llm
+    if c.backend != "openai":
+        return None
+    remote = open_remote_llm(config, temperature=0.0)
+    return LanguageModelGenerator(remote, f"{c.model or 'LAN model'} at {c.base_url}\0", busy=busy)
+
+
+def open_remote_llm(config: Config, *, temperature: float | None = None) -> RemoteChatModel:
+    """The ``[llm] backend = "openai"`` server at ``base_url`` with ``[llm]``'s model, key, stall limit and sampling."""
+    from edgevoice.engines.openai_remote import RemoteChatModel, read_api_key
+
+    c = config.llm
+    return RemoteChatModel(
+        c.base_url,
+        model=c.model,
+        api_key=read_api_key(key_file=c.api_key_file, key_env=c.api_key_env),
+        stall_s=c.remote_stall_s,
+        temperature=_or(temperature, c.temperature),
+        top_p=c.top_p,
+        seed=c.seed,
+        max_reply_s=config.kiosk.max_reply_s,
     )
 
 

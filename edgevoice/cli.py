@@ -165,6 +165,8 @@ def _cmd_config(args: argparse.Namespace) -> int:
         print(tomli_w.dumps(effective_config(config), multiline_strings=True), end="")
     if report is None:
         return 0
+    for note in report.notes:
+        print(f"edgevoice: note: {note}", file=sys.stderr)
     for warning in report.warnings:
         print(f"edgevoice: warning: {warning}", file=sys.stderr)
     for error in report.errors:
@@ -181,6 +183,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from edgevoice.bench.cli import add_bench_parser
     from edgevoice.bench.tune import add_tune_parser
+    from edgevoice.knowledge_cli import add_knowledge_parser
     from edgevoice.models.cli import add_models_parser
     from edgevoice.selftest.cli import add_selftest_parser
 
@@ -252,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_config)
 
     add_bench_parser(sub)
+    add_knowledge_parser(sub)
     add_models_parser(sub)
     add_selftest_parser(sub)
     add_tune_parser(sub)

@@ -40,6 +40,8 @@ class ConfigReport:
     source: str
     errors: list[EdgeVoiceError] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """What is worth knowing and needs nothing done (the knowledge's compile)."""
 
     @property
     def ok(self) -> bool:
@@ -58,6 +60,7 @@ class ConfigReport:
             "source": self.source,
             "errors": [e.as_json() for e in self.errors],
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -69,14 +72,18 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     from edgevoice.review.service import check_review
 
     report = ConfigReport(config.source)
-    report.check(
-        lambda: check_answer_lengths(
-            config,
-            parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings),
-            report.warnings,
+    entries: list[Entry] = []
+
+    def knowledge() -> None:
+        entries.extend(
+            parse_knowledge(config.knowledge_text(), source=config.knowledge_source(), warnings=report.warnings)
         )
-    )
+        check_answer_lengths(config, entries, report.warnings)
+
+    report.check(knowledge)
     report.check(lambda: SmallTalk.load(config.kiosk.persona, config.kiosk.small_talk_file))
+    if entries:
+        report.check(lambda: report.notes.append(knowledge_compile_note(config, entries)))
     report.check(lambda: check_admin(config))
     report.check(lambda: check_review(config, report.warnings))
     from edgevoice.act.service import check_actions
@@ -103,6 +110,14 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
 
         report.errors += check_devices(config.audio.input_device, config.audio.output_device, portaudio=portaudio)
     return report
+
+
+def knowledge_compile_note(config: Config, entries: Sequence[Entry]) -> str:
+    """Whether and by which model the knowledge's ``entries`` are compiled (:mod:`edgevoice.knowledge_compile`)."""
+    from edgevoice.knowledge_compile import compile_note
+    from edgevoice.models.configured import model_store
+
+    return compile_note(config, model_store(config), entries)
 
 
 def check_answer_lengths(config: Config, entries: Sequence[Entry], warnings: list[str]) -> None:

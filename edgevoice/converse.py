@@ -8,7 +8,8 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from edgevoice.config import Config
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.events import ChatMessage, ConverseResult, StageTime
 from edgevoice.interfaces import Engines, FloatAudio
+from edgevoice.kiosk.background_compile import CompileProgress
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.listen.vad import find_speech, utterance_span
@@ -26,6 +28,16 @@ from edgevoice.reply.responder import Responder
 from edgevoice.reply.trace import ReplyTrace
 
 log = logging.getLogger(__name__)
+
+
+class KnowledgeCompiler(Protocol):
+    """What compiles the kiosk's knowledge in the background (:class:`edgevoice.knowledge_compile.KnowledgeCompile`)."""
+
+    progress: CompileProgress
+
+    def start(self, kiosk: Kiosk) -> None: ...
+
+    def close(self, timeout: float = ...) -> bool: ...
 
 
 class Assistant:
@@ -70,6 +82,10 @@ class Assistant:
             unsure_below=config.asr.unsure_below,
         )
         self._turns = itertools.count(1)
+        self.compiler: KnowledgeCompiler | None = None
+        """Compiles each new knowledge in the background and hands its questions to :meth:`use_compiled`; None:
+        the knowledge is matched as written (:meth:`compile_knowledge` sets it)."""
+        self._kiosk_lock = threading.Lock()
 
     @property
     def history(self) -> list[ChatMessage]:
@@ -82,8 +98,47 @@ class Assistant:
         embedding cache. Invalid knowledge raises :class:`~edgevoice.errors.ConfigError` (naming the file and line)
         and the kiosk stays as it was; so it does when no reply ended within ``timeout`` seconds (an error coded
         ``kiosk_busy``). The previous kiosk's background embedding, if any, is stopped (what it embedded is kept)."""
+        with self._kiosk_lock:
+            old = self.kiosk
+            kiosk = Kiosk.from_config(self.config, embedder=old.embedder, phonemize=old.phonemize, idle=self._idle)
+            self._swap_in(kiosk, timeout)
+        log.info("knowledge reloaded: %d entries", len(kiosk.entries))
+        if self.compiler is not None:
+            self.compiler.start(kiosk)
+        return kiosk
+
+    def compile_knowledge(self, compiler: KnowledgeCompiler) -> None:
+        """Compile the knowledge with ``compiler`` now and after every reload; its questions come to
+        :meth:`use_compiled`."""
+        self.compiler = compiler
+        compiler.start(self.kiosk)
+
+    def use_compiled(self, source: Kiosk, compiled: Mapping[str, Sequence[str]], timeout: float = 60.0) -> None:
+        """Put in place, between two replies, a kiosk built from ``source``'s knowledge with the questions a compile
+        kept (:mod:`edgevoice.kiosk.compiled`): their embeddings are made here, once. Nothing when the knowledge was
+        reloaded meanwhile (the compile of the new one follows) or no question was kept."""
+        if not compiled:
+            return
+        with self._kiosk_lock:
+            if self.kiosk is not source:
+                return
+            kiosk = Kiosk.from_config(
+                self.config, embedder=source.embedder, phonemize=source.phonemize, idle=self._idle, asked=compiled
+            )
+            if [e.key for e in kiosk.source_entries] != [e.key for e in source.source_entries]:
+                kiosk.close()
+                log.info("the knowledge file changed during its compile: it is used once reloaded and compiled")
+                return
+            self._swap_in(kiosk, timeout)
+        log.info(
+            "compiled knowledge in use: %d ways of asking added to %d entries",
+            sum(len(v) for v in compiled.values()),
+            len(compiled),
+        )
+
+    def _swap_in(self, kiosk: Kiosk, timeout: float) -> None:
+        """Put ``kiosk`` in place between two replies and close the one it replaces."""
         old = self.kiosk
-        kiosk = Kiosk.from_config(self.config, embedder=old.embedder, phonemize=old.phonemize, idle=self._idle)
 
         def swap() -> None:
             self.kiosk, self.prefix = kiosk, kiosk.prefix
@@ -98,12 +153,13 @@ class Assistant:
                 f"no reply ended within {timeout:.0f} s; the knowledge was not reloaded", code="kiosk_busy"
             )
         old.close()
-        log.info("knowledge reloaded: %d entries", len(kiosk.entries))
         resettle()  # the old kiosk was frozen with the start-up objects: unfrozen, it can go
-        return kiosk
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the kiosk's background embedding, if any, and join it (:meth:`Kiosk.close`)."""
+        """Stop the knowledge's compile and the kiosk's background embedding, if any, and join them
+        (:meth:`Kiosk.close`)."""
+        if self.compiler is not None:
+            self.compiler.close(timeout)
         self.kiosk.close(timeout)
 
     def warm_up(self) -> None:

@@ -61,6 +61,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "audio_rate": ErrorCode(EXIT_ERROR, "an input audio file's sample rate is outside what is accepted"),
     "audio_unreadable": ErrorCode(EXIT_ERROR, "an input audio file is not a readable audio file"),
     "bus_full": ErrorCode(EXIT_ERROR, "the live loop's event bus has as many subscribers as it takes"),
+    "compile_missing": ErrorCode(EXIT_ERROR, "`bench --compiled`: a venue's knowledge has no finished compile"),
+    "compile_no_model": ErrorCode(
+        EXIT_UNAVAILABLE, "`knowledge compile`: no model to compile with (the compile model, or [llm] backend = openai)"
+    ),
     "config_invalid": ErrorCode(EXIT_ERROR, "a configuration value is unknown, of the wrong type or out of range"),
     "display_bad_request": ErrorCode(
         EXIT_ERROR, "a request to the display's talk button is not an action it takes (HTTP 400)"

@@ -307,3 +307,17 @@ def test_an_answer_longer_than_one_reply_may_be_is_warned_of(tmp_path: Path) -> 
     assert "entry 1 ('How much are tickets?')" in warning and "max_clauses = 8" in warning and report.ok
     roomy = good_config(tmp_path, kiosk={"knowledge": knowledge, "max_clauses": 20})
     assert not [w for w in check_config(roomy, devices=False).warnings if "longer than one reply" in w]
+
+
+def test_the_check_notes_that_the_knowledge_is_not_compiled_without_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "edgevoice.toml"
+    path.write_text(f'[models]\ndir = "{tmp_path}/models"\n[kiosk]\nsemantic = false\n')
+    cli.main(["config", "--no-devices", "--json", "--config", str(path)])
+    report = json.loads(capsys.readouterr().out)
+    assert [n for n in report["notes"] if n.startswith("the knowledge is not compiled: no model")], report["notes"]
+    assert not [w for w in report["warnings"] if "compile" in w]  # a note, not a warning nor an error
+    assert not [e for e in report["errors"] if "compile" in e["message"]]
+    cli.main(["config", "--no-devices", "--config", str(path)])
+    assert "edgevoice: note: the knowledge is not compiled" in capsys.readouterr().err

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from edgevoice.bench.entry_labels import right_entry
+from edgevoice.bench.scoring import has_fact
+from edgevoice.bench.venue import Venue, load_venue, sample_venue
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
 
 VENUES = Path(__file__).resolve().parents[1] / "venues"
@@ -29,7 +32,7 @@ MIN_PER_KIND = {
 ANSWERABLE = frozenset({"fact", "paraphrase", "neighbour", "number", "follow_up"})
 SMALL_TALK = frozenset({"greeting", "thanks", "identity", "hearing_check", "goodbye"})
 REQUIRED_KEYS = frozenset({"id", "text", "kind", "facts", "split"})
-OPTIONAL_KEYS = frozenset({"after", "small_talk"})
+OPTIONAL_KEYS = frozenset({"after", "small_talk", "entry"})
 
 # Words a paraphrase may share with its entry: function words and the verbs every question uses.
 _STOP = frozenset(
@@ -120,6 +123,8 @@ def test_question_schema(venue: Path) -> None:
             assert by_id[after]["split"] == q["split"], f"{where}: the question before it is in the other split"
         else:
             assert "after" not in q, f"{where}: after is only for follow_up"
+        if "entry" in q:
+            assert facts and isinstance(q["entry"], str) and q["entry"].strip(), f"{where}: entry names a fact's entry"
         if q["kind"] == "small_talk":
             assert q.get("small_talk") in SMALL_TALK, f"{where}: small_talk={q.get('small_talk')!r}"
         else:
@@ -166,3 +171,19 @@ def test_paraphrases_share_no_content_word(venue: Path) -> None:
         if shared:
             clashes.append(f"{q['id']}: {sorted(shared)}")
     assert not clashes, f"{venue.name}: paraphrases sharing words with their entry: {clashes}"
+
+
+@pytest.mark.parametrize("venue", [*VENUE_DIRS, None], ids=lambda p: p.name if p else "sample")
+def test_every_question_with_facts_names_exactly_one_entry_that_holds_them(venue: Path | None) -> None:
+    """The right entry (issue 33): the label of a miss the scripted operator attaches, and the entry a direct
+    read-out must be. A question with facts resolves to exactly one entry (``entry = "..."`` where the facts fit
+    several), and that entry holds its facts; one without facts has none."""
+    loaded: Venue = load_venue(venue) if venue else sample_venue()
+    entries = parse_knowledge(loaded.knowledge)
+    for q in loaded.questions:
+        index = right_entry(q, entries)  # raises when the facts fit several entries and no label settles it
+        if not q.facts:
+            assert index is None, f"{loaded.name}/{q.id}: a question without facts has no entry"
+            continue
+        assert index is not None
+        assert has_fact(entries[index].line(), q.facts), f"{loaded.name}/{q.id}: its entry lacks its facts"

@@ -134,6 +134,10 @@ class LiveAppliance:
             "knowledge": f"{len(kiosk.entries)} entries ({self.config.knowledge_source()})",
             "llm": self.config.llm.backend,
         }
+        compiler = self.assistant.compiler
+        if compiler is not None:
+            status["compile"] = compiler.progress.line()
+            status["compile_progress"] = compiler.progress.as_dict()
         xruns: dict[str, object] = {}
         if live is not None:
             status["errors"] = len(live.loop.errors)

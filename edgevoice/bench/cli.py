@@ -77,6 +77,18 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--written-only", action="store_true", help="with --quality: the written questions only")
     parser.add_argument(
+        "--learn",
+        action="store_true",
+        help="with --quality: each venue's first weeks: day 1 the development half, its misses attached to their "
+        "right entries by a scripted operator, day 2 the test half; before and after the review (docs/measuring.md)",
+    )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="with --learn: also with the knowledge's compiled ways of asking (a finished compile's cache), alone and "
+        "with the day-1 review",
+    )
+    parser.add_argument(
         "--voice",
         action="append",
         default=[],
@@ -153,7 +165,20 @@ def run_bench(args: argparse.Namespace) -> int:
         idle_variants += [idle.IdleVariant(v.name, v.overrides) for v in map(parse_variant, args.compare)]
         report["idle"] = idle.run_idle(config, store.models_dir, idle_variants, rounds=args.rounds, progress=progress)
         human(idle.format_idle(report["idle"]), json_mode=args.json)
-    if args.quality and not args.full:
+    if args.quality and args.learn:
+        from edgevoice.bench.venue_learning import finished_compile, format_learning, run_learning
+        from edgevoice.bench.venue_quality import VenueOptions
+        from edgevoice.bench.voices import DEFAULT_VOICES
+
+        learn_options = VenueOptions(
+            written_only=args.written_only, voices=tuple(args.voice) or DEFAULT_VOICES, per_kind=1 if args.quick else 0
+        )
+        compiled = finished_compile if args.compiled else None
+        report["quality"] = run_learning(
+            config, store, venues(args.venue), learn_options, compiled=compiled, progress=progress
+        )
+        human(format_learning(report["quality"]), json_mode=args.json)
+    elif args.quality and not args.full:
         from edgevoice.bench.quality_report import format_venues
         from edgevoice.bench.venue_quality import VenueOptions, run_venues
         from edgevoice.bench.voices import DEFAULT_VOICES

@@ -110,16 +110,21 @@ def format_venues(report: dict[str, Any]) -> str:
         f"Answers per venue (models {report['models']['asr']}, {report['models']['llm']}{spoken}).",
         "right facts: fact, paraphrase, neighbour, number, follow_up; don't know: out, near_miss; small talk: a short"
         " reply that is no refusal; invented: replies with a number, time or price the knowledge never states;"
-        " asked again: questions heard unsure that the visitor was asked to say again (honest, but no answer).",
+        " asked again: questions heard unsure that the visitor was asked to say again (honest, but no answer);"
+        " wrong entry: an entry read out (directly or instead of an echo) that is not the question's; wrong subj:"
+        " replies with a value the knowledge gives only for another entry; near miss: the refusal with what the"
+        " nearest entry says (docs/measuring.md).",
         f"  {'venue':<10} {'split':<5} {'input':<15} {'voice':<16} {'right facts':>11} {'dont know':>10}"
-        f" {'small talk':>10} {'invented':>8} {'asked again':>11} {'n':>5}",
+        f" {'small talk':>10} {'invented':>8} {'asked again':>11} {'wrong entry':>11} {'wrong subj':>10}"
+        f" {'near miss':>9} {'n':>5}",
     ]
     for row in report["rows"]:
         lines.append(
             f"  {row['venue']:<10} {row['split']:<5} {row['input']:<15} {row.get('voice', '-'):<16}"
             f" {_f(row['right_facts_percent']):>11}"
             f" {_f(row['dont_know_percent']):>10} {_f(row['small_talk_percent']):>10} {row['invented']:>8}"
-            f" {row.get('asked_again', 0):>11} {row['n']:>5}"
+            f" {row.get('asked_again', 0):>11} {row.get('wrong_entry', 0):>11} {row.get('wrong_subject', 0):>10}"
+            f" {row.get('told_near_miss', 0):>9} {row['n']:>5}"
         )
     lines.append(f"({report['seconds']:.0f} s)")
     return "\n".join(lines)

@@ -21,6 +21,8 @@ __all__ = [
     "is_small_talk_reply",
     "join_compounds",
     "sentence_count",
+    "spoken_values",
+    "states_value",
     "word_error_rate",
     "words",
 ]
@@ -171,18 +173,25 @@ def _number_runs(said: Sequence[str]) -> list[tuple[str, ...]]:
     return runs
 
 
+def spoken_values(text: str) -> list[str]:
+    """The numbers, times and prices in ``text`` as spoken words, in order, each once ("5 pm" and "17:00" are
+    "five")."""
+    return list(dict.fromkeys(" ".join(r) for r in _number_runs(words(text))))
+
+
+def states_value(value: str, stated: Sequence[str]) -> bool:
+    """Whether ``value`` (of :func:`spoken_values`) occurs inside one of the ``stated`` values ("nine" in "nine
+    thirty")."""
+    return any(f" {value} " in f" {k} " for k in stated)
+
+
 def invented_values(reply: str, knowledge: str) -> list[str]:
     """The numbers, times and prices in ``reply`` that the ``knowledge`` text never states, as spoken words.
 
     Both are compared as they sound (:func:`words`), so "5 pm", "17:00" and "five p m" are one value; a value is
     stated when its run of number words occurs inside one of the knowledge's ("nine" in "nine thirty")."""
-    known = [" ".join(r) for r in _number_runs(words(knowledge))]
-    out = []
-    for run in _number_runs(words(reply)):
-        value = " ".join(run)
-        if not any(f" {value} " in f" {k} " for k in known) and value not in out:
-            out.append(value)
-    return out
+    known = spoken_values(knowledge)
+    return [value for value in spoken_values(reply) if not states_value(value, known)]
 
 
 def is_small_talk_reply(reply: str, max_sentences: int = 2) -> bool:

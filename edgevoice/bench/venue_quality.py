@@ -21,10 +21,12 @@ from edgevoice.audio import SAMPLE_RATE
 from edgevoice.bench.audio_set import mix_at_snr, with_pauses
 from edgevoice.bench.quality_answers import conversation_responder, respond
 from edgevoice.bench.scoring import has_fact, invented_values, is_dont_know, is_small_talk_reply
+from edgevoice.bench.subjects import Subjects
 from edgevoice.bench.venue import ANSWERABLE, DONT_KNOW, KINDS, Question, Venue
 from edgevoice.bench.voices import DEFAULT_VOICES
 from edgevoice.config import Config
 from edgevoice.events import Transcript
+from edgevoice.kiosk.knowledge import Entry, parse_knowledge
 from edgevoice.kiosk.prompt import ASK_AGAIN
 from edgevoice.models.store import ModelStore
 
@@ -95,6 +97,9 @@ def summarize(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "small_talk_percent": share(["small_talk"]),
         "invented": sum(bool(i["invented"]) for i in items),
         "asked_again": sum(bool(i.get("asked_again")) for i in items),
+        "wrong_entry": sum(bool(i.get("wrong_entry")) for i in items),
+        "wrong_subject": sum(bool(i.get("wrong_subject")) for i in items),
+        "told_near_miss": sum(bool(i.get("told_near_miss")) for i in items),
         "by_kind": {
             k: {"n": sum(i["kind"] == k for i in items), "right_percent": share([k])}
             for k in KINDS
@@ -110,13 +115,23 @@ class Conversations:
         self.responder, self.clock = conversation_responder(config, kiosk, grounded)
         self.grounded = grounded
         self._done: dict[tuple[Transcript, ...], list[tuple[str, str]]] = {}
+        self._read: dict[tuple[Transcript, ...], list[Entry | None]] = {}
 
     def ask(self, texts: tuple[Transcript, ...]) -> list[tuple[str, str]]:
         """(reply, who gave it) for each transcript, asked in turn in one conversation."""
         if texts not in self._done:
             self.responder.history.clear()
-            self._done[texts] = [respond(self.responder, self.grounded, self.clock, t, i) for i, t in enumerate(texts)]
+            done, read = [], []
+            for i, t in enumerate(texts):
+                done.append(respond(self.responder, self.grounded, self.clock, t, i))
+                read.append(getattr(self.grounded, "last_read_out", None))
+            self._done[texts], self._read[texts] = done, read
         return self._done[texts]
+
+    def read_outs(self, texts: tuple[Transcript, ...]) -> list[Entry | None]:
+        """The entry each reply of :meth:`ask` read out as the operator wrote it (None: no read-out)."""
+        self.ask(texts)
+        return self._read[texts]
 
 
 def run_venues(
@@ -186,7 +201,7 @@ def run_venue(
         ask = Conversations(config, kiosk, grounded)
         for (voice, condition), texts in heard.items():
             progress(f"{venue.name}: answering {len(questions)} questions ({voice} {condition})".rstrip())
-            items += answer_venue(venue, questions, voice, condition, texts, ask.ask)
+            items += answer_venue(venue, questions, voice, condition, texts, ask.ask, ask.read_outs)
     finally:
         llm.close()
     return items
@@ -199,20 +214,26 @@ def answer_venue(
     condition: str,
     texts: dict[str, Transcript],
     ask: Callable[[tuple[Transcript, ...]], list[tuple[str, str]]],
+    read_outs: Callable[[tuple[Transcript, ...]], list[Entry | None]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each question as ``texts`` has it (id -> written or heard transcript), scored: a follow-up in one conversation
-    after its ``after`` question, every other question alone. ``ask`` answers a conversation: (reply, by) a turn."""
+    after its ``after`` question, every other question alone. ``ask`` answers a conversation: (reply, by) a turn;
+    ``read_outs`` the entry each turn read out (:mod:`edgevoice.bench.subjects`; None: none known)."""
+    subjects = Subjects.of(parse_knowledge(venue.knowledge))
     items: list[dict[str, Any]] = []
     for q in questions:
         chain = (venue.question(q.after), q) if q.after else (q,)
-        answers = ask(tuple(texts[x.id] for x in chain))
+        heard = tuple(texts[x.id] for x in chain)
+        answers = ask(heard)
         reply, by = answers[-1]
+        read_out = read_outs(heard)[-1] if read_outs is not None else None
         item = {
             "venue": venue.name, "id": q.id, "kind": q.kind, "split": q.split,
             "input": WRITTEN if voice == WRITTEN else f"spoken {condition}", "voice": voice,
             "question": q.text, "heard": texts[q.id].text, "confidence": _rounded(texts[q.id].confidence),
             "reply": reply, "by": by,
             **score_reply(q, reply, venue.knowledge),
+            **subjects.judge(q, reply, by, read_out),
         }  # fmt: skip
         if q.after:
             item["before"] = {"heard": texts[q.after].text, "reply": answers[0][0]}

@@ -26,6 +26,7 @@ from typing import Any
 from edgevoice.events import Answered, ChatMessage, Cut
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.grounding_types import Grounding, GroundingSource, Verdict
+from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_OPENING, REDIRECT
 
 __all__ = ["MAX_HELD_SENTENCES", "GroundedModel"]
@@ -78,6 +79,9 @@ class GroundedModel:
         """The grounding of the last question answered (for benchmarks and logs)."""
         self.last_verdict: Verdict | None = None
         """Who answered the last question (None: none asked yet)."""
+        self.last_read_out: Entry | None = None
+        """The entry whose answer was the last reply, as the operator wrote it (a direct answer or the answer said
+        instead of an echo); None when the reply was no entry's read-out."""
         self._asked = False  # the last reply was the wrapped model's (not the kiosk's own words)
 
     @property
@@ -109,6 +113,7 @@ class GroundedModel:
         rewritten, grounding = self._rewrite(messages)
         self.last_grounding = grounding
         self.last_verdict = Verdict.MODEL
+        self.last_read_out = None
         self._asked = False
         ask_again = grounding is not None and messages[-1].unsure and not self._asked_again(messages[:-1])
         if grounding is not None and not grounding.known:
@@ -125,6 +130,7 @@ class GroundedModel:
             return
         if grounding is not None and grounding.direct is not None:
             self.last_verdict = Verdict.DIRECT
+            self.last_read_out = grounding.direct_entry
             yield grounding.direct  # the operator's own words: right, speakable, and at once
             return
         self._asked = True
@@ -260,7 +266,10 @@ class GroundedModel:
         """What is said instead of a reply that echoes the question: the best-matching entry's answer, as the
         operator wrote it (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one)."""
         self.last_verdict = Verdict.ECHO
-        return grounding.entries[0].answer if grounding is not None and grounding.entries else DONT_KNOW
+        if grounding is None or not grounding.entries:
+            return DONT_KNOW
+        self.last_read_out = grounding.entries[0]
+        return grounding.entries[0].answer
 
     def _redirect(self, place: str, grounding: Grounding | None) -> str:
         """The refusal that sends the visitor to ``place`` ("the front desk."): :data:`~edgevoice.kiosk.prompt.REDIRECT`

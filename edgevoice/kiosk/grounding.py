@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +48,7 @@ from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.instructions import without_instructions
 from edgevoice.kiosk.knowledge import (
+    Entry,
     compile_knowledge,
     estimate_tokens,
     example_turns,
@@ -70,10 +71,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GROUNDED_KEPT", "Kiosk"]
+__all__ = ["GROUNDED_KEPT", "Kiosk", "with_asked"]
 
 GROUNDED_KEPT = 32
 """The groundings of this many recent questions are kept (a speculative question is grounded twice)."""
+
+
+def with_asked(entries: Sequence[Entry], asked: Mapping[str, Sequence[str]]) -> list[Entry]:
+    """``entries`` with the questions ``asked`` gives for each one's :attr:`Entry.key` added to its
+    :attr:`Entry.asked` (those it has already left out)."""
+    out = []
+    for entry in entries:
+        more = tuple(q for q in dict.fromkeys(asked.get(entry.key, ())) if q not in entry.asked)
+        out.append(replace(entry, asked=entry.asked + more) if more else entry)
+    return out
 
 
 class Kiosk:
@@ -104,6 +115,7 @@ class Kiosk:
         gate: str = "strict",
         embed_now_texts: int = EMBED_NOW_TEXTS,
         idle: Callable[[], bool] | None = None,
+        asked: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``hint_entries``: with the knowledge in the prefix, also put this many retrieved entries before each question
         (0: none). ``direct_answers``: a question one entry answers outright gets that entry's answer, spoken as the
@@ -116,7 +128,10 @@ class Kiosk:
         packaged read-out decision (:mod:`edgevoice.kiosk.read_out`) reads out the best entry of a question the rules
         left to the model. ``gate``: "lenient" leaves near misses to the language model (``[kiosk] gate``).
         ``embed_now_texts``: more texts than this to embed are embedded in the background, while ``idle()`` (None: at
-        once), and questions are matched by their words until then (:meth:`wait_semantic`; :meth:`close` stops it)."""
+        once), and questions are matched by their words until then (:meth:`wait_semantic`; :meth:`close` stops it).
+        ``asked``: more ways of asking entries, by :attr:`Entry.key <edgevoice.kiosk.knowledge.Entry.key>` (a
+        compiled knowledge's, a review's not yet saved), added to their :attr:`~edgevoice.kiosk.knowledge.Entry.asked`;
+        a key no entry has is left out."""
         self.hint_entries = hint_entries
         self.reply_check = reply_check
         """What of a reply is checked and spoken as a whole: "clause" or "sentence"."""
@@ -127,6 +142,10 @@ class Kiosk:
         self.entries = without_instructions(
             parse_knowledge(knowledge, source=knowledge_source), knowledge, source=knowledge_source
         )
+        self.source_entries = self.entries
+        """The entries as the knowledge writes them (without ``asked``)."""
+        if asked:
+            self.entries = with_asked(self.entries, asked)
         self._acting = frozenset(" ".join(words(q)) for e in self.entries if e.action for q in (e.question, *e.asked))
         """The questions, as words, of the entries that declare an action: asked word for word, they are no small
         talk ("I need help" takes the staff call, docs/actions.md)."""
@@ -178,11 +197,12 @@ class Kiosk:
         embedder: Embedder | None = None,
         phonemize: Phonemize | None = None,
         idle: Callable[[], bool] | None = None,
+        asked: Mapping[str, Sequence[str]] | None = None,
     ) -> Kiosk:
         """The kiosk the config describes, with the given sentence encoder and phonemizer (loaded from the config by
         :func:`edgevoice.app.build_kiosk`); ``[kiosk] semantic = false`` leaves out the encoder,
         ``mend_misheard = false`` the phonemizer. ``idle``: when a large knowledge may be embedded in the
-        background."""
+        background. ``asked``: more ways of asking entries, by key (:class:`Kiosk`)."""
         k = config.kiosk
         return cls(
             k.persona,
@@ -204,6 +224,7 @@ class Kiosk:
             small_talk_file=k.small_talk_file,
             gate=k.gate,
             idle=idle,
+            asked=asked,
         )
 
     def wait_semantic(self, timeout: float | None = None) -> bool:
@@ -303,6 +324,8 @@ class Kiosk:
         if reply is not None:
             return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
+        if grounding.direct is not None:
+            grounding = replace(grounding, direct_entry=self._answering(grounding.direct, grounding.entries))
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
             # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
             grounding = replace(grounding, direct=without_yes_no(grounding.direct))
@@ -311,9 +334,18 @@ class Kiosk:
         neutral = self.matcher.persona_terms
         answering = [e for e in grounding.entries if answers_secret(grounding.question, e, neutral)]
         if not answering:
-            return replace(grounding, known=False, direct=None)
+            return replace(grounding, known=False, direct=None, direct_entry=None)
         direct = grounding.direct if any(e.answer == grounding.direct for e in answering) else None
-        return replace(grounding, entries=tuple(answering), direct=direct)
+        entry = grounding.direct_entry if direct is not None else None
+        return replace(grounding, entries=tuple(answering), direct=direct, direct_entry=entry)
+
+    def _answering(self, answer: str, ranked: tuple[Entry, ...]) -> Entry | None:
+        """The entry whose answer ``answer`` is (as written, or without its opening "yes" or "no"), the ranked ones
+        first."""
+        return next(
+            (e for e in (*ranked, *self.entries) if answer in (e.answer, without_yes_no(e.answer))),
+            None,
+        )
 
     def small_talk(self, question: str) -> bool:
         """Nothing to look up: small talk of a known kind ("hello, can you hear me?"), or no word but stop words and

@@ -59,6 +59,8 @@ class Grounding:
     margin: float | None = None
     """Semantic matching: how far the best entry's ranking score leads the second's (None: matched by words only, or
     a knowledge of one entry)."""
+    direct_entry: Entry | None = None
+    """The entry whose answer :attr:`direct` is (None without a direct answer): what a read-out reads."""
 
 
 class GroundingSource(Protocol):

@@ -15,6 +15,11 @@ entry answers it outright.
   entry's question, gets the answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`). A question that asks for a price,
   a number, a duration, a time or a person its best entry does not give is a near miss too
   (:mod:`edgevoice.kiosk.answer_types`).
+* **Other ways of asking** (:attr:`Entry.asked <edgevoice.kiosk.knowledge.Entry.asked>`, from the operator's review
+  or the compiled knowledge) count as the entry's own question: by meaning (its closest question decides its
+  similarity and is the near-miss reference: :class:`~edgevoice.kiosk.semantic.SemanticIndex`), by words (they join
+  its document: :func:`~edgevoice.kiosk.retrieval.document`) and for a direct answer; a question that says one of an
+  entry's questions again (:data:`SEMANTIC_SAME`) gets its answer.
 * **The learned read-out** (:mod:`edgevoice.kiosk.read_out`): a question the gate lets through and no rule reads
   out gets its best entry's answer when a logistic decision over the ranking's features, fitted on the benchmark
   venues' development halves for this encoder, is confident that entry answers it; otherwise it goes to the model.
@@ -40,7 +45,7 @@ from edgevoice.kiosk.embedding_cache import EmbeddingCache, EmbeddingStopped, en
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.read_out import ReadOut, ranking_features
-from edgevoice.kiosk.retrieval import BM25Index, Match, terms
+from edgevoice.kiosk.retrieval import BM25Index, Match, document, terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
 from edgevoice.kiosk.sounds import MEND_SIMILARITY_RISE, Phonemize, SoundLexicon
 from edgevoice.kiosk.sounds import Stopped as SoundsStopped
@@ -72,6 +77,12 @@ SEMANTIC_UNANSWERED = -0.15
 """A question the best entry does not answer outright gets "I don't know" when that entry's answer is further than
 this from it, compared with the entry's own question: it asks about the entry's subject something the entry does
 not say."""
+SEMANTIC_SAME = 0.92
+"""A question at least this close in meaning to one of an entry's questions (its own or one visitors were seen to ask
+it: :attr:`Entry.asked <edgevoice.kiosk.knowledge.Entry.asked>`) is that question said again: it gets that entry's
+answer directly, ..."""
+SEMANTIC_SAME_MARGIN = 0.05
+"""... when no other entry comes within this of it."""
 RANK_LEXICAL_WEIGHT = 0.25
 """Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
 near ties."""
@@ -144,7 +155,10 @@ class Matcher:
         the cache), they are embedded in the background (:mod:`edgevoice.kiosk.background_embedding`), only while
         ``idle()`` (None: at once), and the words alone decide until then."""
         self.entries = list(entries)
-        self.index = BM25Index([e.search_text() for e in self.entries])
+        documents = [document(e) for e in self.entries]
+        self.index = BM25Index(documents)
+        self._terms = [frozenset(terms(d)) for d in documents]
+        """Each entry's words as :attr:`index` has them (its asked questions' included)."""
         self.persona_terms = persona_terms
         self.grounding_threshold = grounding_threshold
         self.lenient = lenient
@@ -283,8 +297,8 @@ class Matcher:
         must a follow-up grounded with the question before it."""
         brought = set(terms(text)) - set(terms(before))
         return any(
-            answer in (e.answer, without_yes_no(e.answer)) and brought <= set(terms(e.search_text()))
-            for e in self.entries
+            answer in (e.answer, without_yes_no(e.answer)) and brought <= own
+            for e, own in zip(self.entries, self._terms, strict=True)
         )
 
     def _ground(self, question: str) -> Grounding:
@@ -307,7 +321,11 @@ class Matcher:
             return Grounding(True, coverage, entries, similarity=best, question=question, margin=margin)
         known = self.grounding_threshold <= 0.0 or best >= (SEMANTIC_KNOWN_LENIENT if self.lenient else SEMANTIC_KNOWN)
         known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
-        direct = self._direct(question, matches) or self._semantic_direct(order, similarity, relevance)
+        direct = (
+            self._direct(question, matches)
+            or self._said_again(order, similarity, relevance)
+            or self._semantic_direct(order, similarity, relevance)
+        )
         near_miss = self.grounding_threshold > 0.0 and not self.lenient and relevance[order[0]] < SEMANTIC_UNANSWERED
         if direct is None and near_miss:
             known = False  # a near miss: about an entry's subject, but not what its answer says
@@ -344,11 +362,26 @@ class Matcher:
         """The question asks a price, a number, a duration, a time or a person that its best entry does not give
         (:mod:`edgevoice.kiosk.answer_types`): a near miss, whatever the words and the meaning say. Off with the
         gate."""
-        return self.grounding_threshold > 0.0 and lacks_asked(question, entry.answer, entry.question)
+        return self.grounding_threshold > 0.0 and all(
+            lacks_asked(question, entry.answer, asked) for asked in (entry.question, *entry.asked)
+        )
 
-    def _said_in(self, question: str, entry: Entry) -> bool:
-        """Every word of the question (but the persona's) is in the entry as said: no near spellings."""
-        return set(terms(question)) - self.persona_terms <= set(terms(entry.search_text()))
+    def _said_in(self, question: str, index: int) -> bool:
+        """Every word of the question (but the persona's) is in the entry as said (its asked questions too): no near
+        spellings."""
+        return set(terms(question)) - self.persona_terms <= self._terms[index]
+
+    def _said_again(self, order: Sequence[int], similarity: np.ndarray, relevance: np.ndarray) -> str | None:
+        """The answer of the entry one of whose questions (its own or an asked one) the question says again
+        (:data:`SEMANTIC_SAME`), when no other entry comes near and it is no near miss (:data:`SEMANTIC_UNANSWERED`:
+        "how old is the whale?" may sit as close to "where is the whale?" as a rewording does)."""
+        if not self.direct_answers or not order or not self.entries[order[0]].answer:
+            return None
+        best = order[0]
+        runner_up = max((float(similarity[i]) for i in order[1:]), default=-1.0)
+        if similarity[best] < SEMANTIC_SAME or similarity[best] - runner_up < SEMANTIC_SAME_MARGIN:
+            return None
+        return self.entries[best].answer if relevance[best] >= SEMANTIC_UNANSWERED else None
 
     def _semantic_direct(self, order: Sequence[int], similarity: np.ndarray, relevance: np.ndarray) -> str | None:
         """The answer of the entry closest in meaning, when it is close, no other entry comes near, and its answer
@@ -370,11 +403,11 @@ class Matcher:
         best = self.entries[matches[0].index]
         if not best.question or not best.answer:
             return None
-        if not self._said_in(question, best):
+        if not self._said_in(question, matches[0].index):
             return None  # covered only through a near spelling of one of its words
         asked = set(terms(question)) - self.persona_terms
         weight = {t: self.index.idf.get(t, self.index.unseen_idf) for t in asked}
-        own = set(terms(" ".join((best.question, *best.keywords))))
+        own = set(terms(" ".join((best.question, *best.keywords, *best.asked))))
         if sum(w for t, w in weight.items() if t in own) < DIRECT_QUESTION_SHARE * sum(weight.values()):
             return None  # the words are in its answer only: it mentions them, it was not written for them
         rivals = [m for m in matches[1:] if m.coverage >= DIRECT_COVERAGE]

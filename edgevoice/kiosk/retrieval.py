@@ -22,9 +22,10 @@ import numpy.typing as npt
 from rapidfuzz.distance import Levenshtein
 
 from edgevoice import data
+from edgevoice.kiosk.knowledge import Entry
 from edgevoice.words import fold, words
 
-__all__ = ["BM25Index", "Match", "near", "terms"]
+__all__ = ["BM25Index", "Match", "document", "near", "terms"]
 
 STOP_WORDS = frozenset(data.words("en/stop_words.txt"))
 """Words that say nothing about what is asked (``edgevoice/data/en/stop_words.txt``)."""
@@ -69,6 +70,22 @@ def terms(text: str) -> list[str]:
         stem = _stem(word.replace("-", ""))
         out.append(_CONCEPT.get(stem, stem))
     return out
+
+
+def document(entry: Entry) -> str:
+    """What the words of ``entry`` are matched in: its question, answer and keywords, then each word of its asked
+    questions that brings a term the entry has not yet (visitors' words, as keywords are; once, so that an entry asked
+    many ways is not a longer document for BM25 than its facts make it)."""
+    text = entry.search_text()
+    if not entry.asked:
+        return text
+    have = set(terms(text))
+    brought = []
+    for word in " ".join(entry.asked).split():
+        if new := set(terms(word)) - have:
+            brought.append(word)
+            have |= new
+    return " ".join((text, *brought))
 
 
 def near(a: str, b: str) -> bool:
