@@ -187,6 +187,15 @@ def test_a_stopped_compile_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert set(kept) == {ATM.key, CHAPEL.key, PARKING.key}
 
 
+def test_two_writers_of_one_cache_lose_nothing(tmp_path: Path) -> None:
+    first, second = CompileCache(tmp_path, "f\0", 2), CompileCache(tmp_path, "f\0", 2)
+    first.put(ATM.key, ["Any cash?"], [True])
+    second.put(CHAPEL.key, ["Where to pray?"], [True])  # second read the file before first wrote
+    first.put(PARKING.key, ["Where to leave the car?"], [True])
+    again = CompileCache(tmp_path, "f\0", 2)
+    assert [again.record(e.key) is not None for e in ENTRIES] == [True, True, True]
+
+
 def test_a_cache_that_cannot_be_written_is_a_warning_and_the_compile_goes_on(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
