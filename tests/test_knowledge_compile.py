@@ -414,9 +414,21 @@ def test_without_a_model_the_kiosk_says_it_is_not_compiled(tmp_path: Path) -> No
     assert knowledge_compile.generator_identity(config, store) is None
     note = knowledge_compile.compile_note(config, store, ENTRIES)
     assert note.startswith("the knowledge is not compiled: no model to compile it with")
-    compiler = KnowledgeCompile(config, store, lambda kiosk, kept: None)
-    compiler.start(Kiosk.from_config(config))
-    assert compiler.progress.state == "off" and "no model" in compiler.progress.line()
+    used: list[object] = []
+    compiler = KnowledgeCompile(config, store, lambda kiosk, kept: used.append(kept))
+    compiler.start(Kiosk.from_config(config, embedder=ConceptEmbedder()))
+    assert compiler._running is not None and not compiler._running.wait(10)
+    assert compiler.progress.state == "off" and "no model" in compiler.progress.line() and not used
+
+
+def test_without_semantic_matching_the_kiosk_is_not_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[ClosingGenerator] = []
+    assistant = live_assistant(tmp_path, monkeypatch, opened)
+    compiler = KnowledgeCompile(assistant.config, ModelStore(None), assistant.use_compiled)
+    compiler.start(Kiosk.from_config(assistant.config))  # no sentence encoder
+    assert compiler._running is not None and not compiler._running.wait(10)
+    assert compiler.progress.state == "off" and "semantic matching is off" in compiler.progress.line()
+    assert not opened
 
 
 # --- the real model ---------------------------------------------------------------------------------------------------

@@ -179,8 +179,9 @@ class BackgroundCompile:
                 except GeneratorPaused:
                     if self._stop.is_set():
                         raise CompileStopped("stopped while the model wrote") from None
-            self._done(result)
-            log.info("%s", self.progress.line())
+            if self.progress.state == "done":
+                self._done(result)
+                log.info("%s", self.progress.line())
         except CompileStopped as exc:
             self.progress.state = "stopped"
             log.info("knowledge compile stopped (%s); it resumes from the compile cache at the next start", exc)
