@@ -269,6 +269,27 @@ def test_a_turn_that_begins_stops_the_model_at_its_next_token() -> None:
     assert failed and llm.closed
 
 
+def test_a_turn_that_begins_during_the_prefill_stops_it_before_any_token() -> None:
+    from edgevoice.priority import should_yield
+
+    class Prefilling(SlowStream):
+        def __init__(self, busy: threading.Event) -> None:
+            super().__init__()
+            self.busy, self.steps = busy, 0
+
+        def prefill(self, messages: Sequence[ChatMessage]) -> int:
+            while not should_yield():  # the llama.cpp adapter's loop: a step, then a look
+                self.steps += 1
+                self.busy.set()  # a turn begins during the first step
+            return self.steps
+
+    busy = threading.Event()
+    llm = Prefilling(busy)
+    with pytest.raises(GeneratorPaused):
+        LanguageModelGenerator(llm, "x", busy=busy.is_set).complete([ChatMessage("user", "hi")], max_tokens=5)
+    assert llm.steps == 1 and not llm.closed  # stopped after one step, the reply never began
+
+
 def test_the_background_compile_waits_for_idle_then_hands_over(tmp_path: Path) -> None:
     idle = threading.Event()
     handed: list[dict[str, list[str]]] = []
