@@ -114,33 +114,34 @@ class KnowledgeCompile:
         self._lock = threading.Lock()
 
     def start(self, kiosk: Kiosk) -> None:
-        """Compile ``kiosk``'s knowledge in the background (stopping a compile of earlier knowledge); nothing when it
-        is compiled already (its entries have their compiled questions) or no model can compile it."""
+        """Compile ``kiosk``'s knowledge in a thread of its own (stopping a compile of earlier knowledge): at once from
+        the cache when it was compiled before; nothing (the state "off", with the reason) when no model can compile
+        it or the kiosk has no sentence encoder for the checks. Nothing here waits for a model or a file's hash."""
         self.close()
-        identity = generator_identity(self.config, self.store)
-        progress = CompileProgress()
-        if identity is None:
-            progress.warning = f'no model to compile it with (install {COMPILE_MODEL}, or set [llm] backend = "openai")'
-            self.progress = progress
-            log.info("%s", progress.line())
-            return
-        progress.state, progress.model = "waiting", identity.split("\0")[0]
-        cache = CompileCache(compile_cache_dir(), identity, PROMPT_VERSION)
+        progress = CompileProgress(state="waiting")
         entries = kiosk.source_entries
         holder: list[BackgroundCompile] = []
-
-        def busy() -> bool:
-            return holder[0].busy()
-
-        encoder = encoder_identity(kiosk.embedder) or ""
+        encoder = encoder_identity(kiosk.embedder) if kiosk.embedder is not None else None
 
         def work(go_on: Callable[[], bool]) -> dict[str, list[str]]:
+            identity = generator_identity(self.config, self.store)
+            if identity is None or encoder is None:
+                progress.state = "off"
+                progress.warning = (
+                    f'no model to compile it with (install {COMPILE_MODEL}, or set [llm] backend = "openai")'
+                    if identity is None
+                    else "semantic matching is off, and the compile's checks rank with it"
+                )
+                log.info("%s", progress.line())
+                return {}
+            progress.model = identity.split("\0")[0]
+            cache = CompileCache(compile_cache_dir(), identity, PROMPT_VERSION)
             finished = cache.finished(knowledge_digest(entries[: self.max_entries], encoder))
             if finished is not None:  # compiled before: no model loaded
                 progress.state, progress.kept = "done", sum(len(v) for v in finished.values())
                 progress.entries_done = progress.entries_total = min(len(entries), self.max_entries)
                 return finished
-            generator = open_compiler(self.config, self.store, busy=busy)
+            generator = open_compiler(self.config, self.store, busy=holder[0].busy)
             if generator is None:
                 raise ConfigError("the compile model went away")
             try:

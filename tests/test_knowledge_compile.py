@@ -187,6 +187,15 @@ def test_a_stopped_compile_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert set(kept) == {ATM.key, CHAPEL.key, PARKING.key}
 
 
+def test_two_writers_of_one_cache_lose_nothing(tmp_path: Path) -> None:
+    first, second = CompileCache(tmp_path, "f\0", 2), CompileCache(tmp_path, "f\0", 2)
+    first.put(ATM.key, ["Any cash?"], [True])
+    second.put(CHAPEL.key, ["Where to pray?"], [True])  # second read the file before first wrote
+    first.put(PARKING.key, ["Where to leave the car?"], [True])
+    again = CompileCache(tmp_path, "f\0", 2)
+    assert [again.record(e.key) is not None for e in ENTRIES] == [True, True, True]
+
+
 def test_a_cache_that_cannot_be_written_is_a_warning_and_the_compile_goes_on(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
@@ -258,6 +267,27 @@ def test_a_turn_that_begins_stops_the_model_at_its_next_token() -> None:
     llm.step.release()
     thread.join(5)
     assert failed and llm.closed
+
+
+def test_a_turn_that_begins_during_the_prefill_stops_it_before_any_token() -> None:
+    from edgevoice.priority import should_yield
+
+    class Prefilling(SlowStream):
+        def __init__(self, busy: threading.Event) -> None:
+            super().__init__()
+            self.busy, self.steps = busy, 0
+
+        def prefill(self, messages: Sequence[ChatMessage]) -> int:
+            while not should_yield():  # the llama.cpp adapter's loop: a step, then a look
+                self.steps += 1
+                self.busy.set()  # a turn begins during the first step
+            return self.steps
+
+    busy = threading.Event()
+    llm = Prefilling(busy)
+    with pytest.raises(GeneratorPaused):
+        LanguageModelGenerator(llm, "x", busy=busy.is_set).complete([ChatMessage("user", "hi")], max_tokens=5)
+    assert llm.steps == 1 and not llm.closed  # stopped after one step, the reply never began
 
 
 def test_the_background_compile_waits_for_idle_then_hands_over(tmp_path: Path) -> None:
@@ -405,9 +435,21 @@ def test_without_a_model_the_kiosk_says_it_is_not_compiled(tmp_path: Path) -> No
     assert knowledge_compile.generator_identity(config, store) is None
     note = knowledge_compile.compile_note(config, store, ENTRIES)
     assert note.startswith("the knowledge is not compiled: no model to compile it with")
-    compiler = KnowledgeCompile(config, store, lambda kiosk, kept: None)
-    compiler.start(Kiosk.from_config(config))
-    assert compiler.progress.state == "off" and "no model" in compiler.progress.line()
+    used: list[object] = []
+    compiler = KnowledgeCompile(config, store, lambda kiosk, kept: used.append(kept))
+    compiler.start(Kiosk.from_config(config, embedder=ConceptEmbedder()))
+    assert compiler._running is not None and not compiler._running.wait(10)
+    assert compiler.progress.state == "off" and "no model" in compiler.progress.line() and not used
+
+
+def test_without_semantic_matching_the_kiosk_is_not_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[ClosingGenerator] = []
+    assistant = live_assistant(tmp_path, monkeypatch, opened)
+    compiler = KnowledgeCompile(assistant.config, ModelStore(None), assistant.use_compiled)
+    compiler.start(Kiosk.from_config(assistant.config))  # no sentence encoder
+    assert compiler._running is not None and not compiler._running.wait(10)
+    assert compiler.progress.state == "off" and "semantic matching is off" in compiler.progress.line()
+    assert not opened
 
 
 # --- the real model ---------------------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ class CompileProgress:
         if self.state == "off":
             return f"knowledge not compiled: {self.warning or 'no model to compile it with'}"
         text = f"knowledge compile {self.state}: {self.entries_done}/{self.entries_total} entries"
-        text += f", {self.kept} of {self.written} ways of asking kept, by {self.model}"
+        text += f", {self.kept} of {self.written} ways of asking kept, by {self.model or 'the compile model'}"
         if self.entries_left_out:
             text += f"; {self.entries_left_out} entries past the first {MAX_ENTRIES} left as written"
         return text + (f"; {self.warning}" if self.warning else "")
@@ -116,15 +116,17 @@ def run_compile(
     if go_on is not None and not go_on():
         raise CompileStopped("stopped before the checks")
     ranking = matcher()
-    index = {id(e): i for i, e in enumerate(ranking.entries)}
+    index: dict[str, int] = {}
+    for row, e in enumerate(ranking.entries):
+        index.setdefault(e.key, row)
     kept: dict[str, list[str]] = {}
     progress.written = progress.kept = 0
     for entry in todo:
         record = cache.record(entry.key)
-        i = next((index[id(e)] for e in ranking.entries if e.key == entry.key), None) if record else None
-        if record is None or i is None:
+        at = index.get(entry.key)
+        if record is None or at is None:
             continue
-        checked = check_questions(ranking, i, Generated(*record))
+        checked = check_questions(ranking, at, Generated(*record))
         progress.written += len(record[0])
         progress.kept += len(checked.kept)
         if checked.kept:
@@ -179,8 +181,9 @@ class BackgroundCompile:
                 except GeneratorPaused:
                     if self._stop.is_set():
                         raise CompileStopped("stopped while the model wrote") from None
-            self._done(result)
-            log.info("%s", self.progress.line())
+            if self.progress.state == "done":
+                self._done(result)
+                log.info("%s", self.progress.line())
         except CompileStopped as exc:
             self.progress.state = "stopped"
             log.info("knowledge compile stopped (%s); it resumes from the compile cache at the next start", exc)

@@ -110,6 +110,11 @@ class CompileCache:
             self._finished.pop(digest, None)
 
     def _read(self) -> None:
+        records, finished = self._load()
+        self._records, self._finished = records, finished
+
+    def _load(self) -> tuple[dict[str, dict[str, list[Any]]], dict[str, dict[str, list[str]]]]:
+        """The records and finished compiles in the file now (none when it is missing or cannot be read)."""
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
             if (
@@ -124,14 +129,20 @@ class CompileCache:
             for key, rec in records.items():
                 if len(rec["questions"]) != len(rec["judged"]) or not all(isinstance(q, str) for q in rec["questions"]):
                     raise ValueError(f"entry {key}: questions and verdicts do not pair up")
-            self._records, self._finished = records, finished
+            return records, finished
         except FileNotFoundError:
-            return
+            pass
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("compile cache %s cannot be read (%s): the knowledge is compiled again", self.path, exc)
+        return {}, {}
 
     def _write(self, keep: Sequence[str]) -> None:
-        """Write the whole file atomically (under the lock)."""
+        """Write the whole file atomically (under the lock), with what another writer (a second kiosk, the command
+        line) put in it meanwhile: its records and finished compiles this one does not have are kept."""
+        records, finished = self._load()
+        self._records = {**{k: v for k, v in records.items() if k not in self._records}, **self._records}
+        self._finished = {**self._finished, **{k: v for k, v in finished.items() if k not in self._finished}}
+        self._finished = dict(list(self._finished.items())[:MAX_FINISHED])
         wanted = [k for k in dict.fromkeys(keep) if k in self._records]
         others = [k for k in self._records if k not in set(wanted)]
         kept = (wanted + others[::-1])[:MAX_RECORDS]

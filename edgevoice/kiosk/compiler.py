@@ -34,6 +34,7 @@ from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.knowledge_guard import MAX_ENTRY_CHARS
 from edgevoice.kiosk.matching import RANK_LEXICAL_WEIGHT, SEMANTIC_UNANSWERED, Matcher
 from edgevoice.kiosk.retrieval import terms
+from edgevoice.priority import background
 
 __all__ = [
     "Checked",
@@ -85,12 +86,19 @@ class GeneratorPaused(Exception):
 
 class LanguageModelGenerator:
     """A :class:`~edgevoice.interfaces.LanguageModel` (opened greedy, temperature 0) as a :class:`Generator`;
-    ``busy()``, asked at every token, stops it (:class:`GeneratorPaused`): a turn that begins waits one token."""
+    ``busy()``, asked between two small steps of the prompt's prefill (:func:`edgevoice.priority.background`) and at
+    every token, stops it (:class:`GeneratorPaused`): a turn that begins waits one step."""
 
     def __init__(self, llm: _Streams, identity: str, *, busy: Callable[[], bool] | None = None) -> None:
         self.llm, self.identity, self.busy = llm, identity, busy
 
     def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> str:
+        prefill = getattr(self.llm, "prefill", None)
+        if prefill is not None and self.busy is not None:  # the prompt in small steps, each a chance to stop
+            with background(self.busy):
+                prefill(messages)
+        if self.busy is not None and self.busy():
+            raise GeneratorPaused("a turn began")
         pieces = []
         stream = self.llm.stream_reply(messages, max_tokens=max_tokens)
         try:
