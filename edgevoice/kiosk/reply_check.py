@@ -208,20 +208,17 @@ class ReplyCheck:
 
     def _moved(self, said: Sequence[str], giving: Sequence[Entry], question: str) -> list[str]:
         """The numbers among a sentence's values ``said`` that the evidence gives (the entries ``giving`` them) for
-        another subject than the question's: with each of those entries the question shares a subject word but names
-        :data:`MOVED_WORDS` others it lacks ("Is the office open on public holidays?" and the office's weekday
-        hours). An entry that shares no subject word with the question (a paraphrase) is left to the other rules,
-        which lose no right fact to it."""
+        another subject than the question's: each of those entries that shares a subject word with the question lacks
+        :data:`MOVED_WORDS` others it names ("Is the office open on public holidays?" and the office's weekday
+        hours). Where none shares a subject word (a paraphrase) the other rules judge it."""
         numbers = [v for v in said if any(c.isdigit() for c in v)]
         if not question or not giving or not numbers:
             return []
-        for entry in giving:
-            shared, missing = self.unexplained(question, [entry])
-            if not shared:
-                return []  # a paraphrase (or a question about something else): the other rules judge it
-            if len(missing) < MOVED_WORDS:
-                return []  # an entry gives it for the question's subject
-        return numbers
+        judged = [self.unexplained(question, [entry]) for entry in giving]
+        sharing = [missing for shared, missing in judged if shared]
+        if not sharing:
+            return []  # a paraphrase (or a question about something else): the other rules judge it
+        return numbers if all(len(missing) >= MOVED_WORDS for missing in sharing) else []
 
     def supported(self, reply: str, question: str, evidence: Sequence[Entry]) -> bool:
         """Whether ``reply`` keeps to the knowledge: every value as an entry of ``evidence`` gives it, about what
