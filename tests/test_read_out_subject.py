@@ -134,7 +134,7 @@ def test_an_echo_is_replaced_by_the_best_entry_only_when_the_question_is_about_i
     kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
     reply, echoed = _reply(kiosk, Says("The whale skeleton is there."), "Where is the whale skeleton?")
     assert reply == "In the whale hall on the first floor." and echoed.last_read_out is not None  # type: ignore[attr-defined]
-    reply, declined = _reply(kiosk, Says("Yes, the whale skeleton is real."), "Is the whale skeleton real?")
+    reply, declined = _reply(kiosk, Says("Yes, the whale skeleton is real bone."), "Is the whale skeleton real bone?")
     assert reply == DONT_KNOW and declined.last_verdict is Verdict.ECHO  # type: ignore[attr-defined]
     assert declined.last_read_out is None  # type: ignore[attr-defined]
 

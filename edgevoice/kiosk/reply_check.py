@@ -36,6 +36,9 @@ _NUMBER = re.compile(r"^(\d+)(?:[:.]00)?(?:st|nd|rd|th|am|pm|h|s)?$")
 """A number with a suffix that does not change it ("10am" and "10:00" are the 10 of "10 am", "3rd" the 3 of "3")."""
 ASKING_WORDS = frozenset(terms(" ".join(data.words("en/asking_words.txt"))))
 """Words a question asks with, naming no subject (``edgevoice/data/en/asking_words.txt``)."""
+ABOUT_MISSING_WORDS = 2
+"""A question that shares a subject word with an entry is not about it when it names this many others the entry
+lacks (one is let through: "Which level is the whale hall on?")."""
 ABOUT_UNANCHORED_SIMILARITY = 0.45
 """A question that shares no word with an entry is about it only when at least this close in meaning (a
 paraphrase); one that shares a word is about it only when the entry has every other word it names."""
@@ -197,13 +200,14 @@ class ReplyCheck:
 
     def about(self, question: str, entry: Entry, similarity: float | None) -> bool:
         """Whether ``question`` is about ``entry``, so that the entry's answer may be read out to it: it shares a
-        subject word with the entry and the entry has every other one ("Can I scan documents in the copy corner?"
-        is not about the entry on printing in the copy corner), or it shares none and is close in meaning
-        (``similarity``, the question's cosine with the entry: :data:`ABOUT_UNANCHORED_SIMILARITY`). A question
-        with no subject word at all is about whatever entry the matcher found."""
+        subject word with the entry and names fewer than :data:`ABOUT_MISSING_WORDS` others the entry lacks ("Can I
+        scan documents in the copy corner?" is not about the entry on printing in the copy corner), or it shares
+        none and is close in meaning (``similarity``, the question's cosine with the entry:
+        :data:`ABOUT_UNANCHORED_SIMILARITY`). A question with no subject word at all is about whatever entry the
+        matcher found."""
         shared, missing = self.unexplained(question, [entry])
         if shared or not missing:
-            return not missing
+            return len(missing) < ABOUT_MISSING_WORDS
         return similarity is not None and similarity >= ABOUT_UNANCHORED_SIMILARITY
 
     def _moved(self, said: Sequence[str], giving: Sequence[Entry], question: str) -> list[str]:
