@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
 
 from edgevoice.bench.quality_report import format_venues
 from edgevoice.bench.subjects import Subjects
-from edgevoice.bench.venue import Question, Venue
+from edgevoice.bench.venue import Question, Venue, load_venue
 from edgevoice.bench.venue_quality import answer_venue, summarize
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.events import ChatMessage, Transcript
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.knowledge import Entry, parse_knowledge
-from edgevoice.kiosk.prompt import DONT_KNOW_BUT, conversation
+from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, conversation
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Says:
@@ -109,3 +114,55 @@ def test_the_venue_rows_and_table_count_wrong_entries_and_subjects() -> None:
               "rows": [{"venue": "museum", "split": "dev", "input": "written", "voice": "written", **row}]}  # fmt: skip
     table = format_venues(report)
     assert "wrong entry" in table and "wrong subj" in table
+
+
+def test_a_question_is_about_an_entry_when_the_entry_has_every_word_it_names() -> None:
+    library = load_venue(ROOT / "venues/library")
+    kiosk = Kiosk(library.persona, library.knowledge)
+    printing = next(e for e in kiosk.entries if e.question == "Can I print or photocopy?")
+    assert kiosk.check.about("Can I print in the copy corner?", printing, None)
+    assert kiosk.check.about("How much does it cost to photocopy a page?", printing, None)  # asking words name nothing
+    # a near miss: about the copy corner, but it asks what the entry does not say
+    assert not kiosk.check.about("Can I scan documents in the copy corner?", printing, 0.9)
+    # a paraphrase shares no word: its meaning decides
+    assert kiosk.check.about("I need a paper version of my boarding pass", printing, 0.5)
+    assert not kiosk.check.about("I need a paper version of my boarding pass", printing, 0.3)
+    assert not kiosk.check.about("I need a paper version of my boarding pass", printing, None)
+
+
+def test_an_echo_is_replaced_by_the_best_entry_only_when_the_question_is_about_it() -> None:
+    kiosk = Kiosk(sample_persona(), sample_knowledge(), direct_answers=False)
+    reply, echoed = _reply(kiosk, Says("The whale skeleton is there."), "Where is the whale skeleton?")
+    assert reply == "In the whale hall on the first floor." and echoed.last_read_out is not None  # type: ignore[attr-defined]
+    reply, declined = _reply(kiosk, Says("Yes, the whale skeleton is real bone."), "Is the whale skeleton real bone?")
+    assert reply == DONT_KNOW and declined.last_verdict is Verdict.ECHO  # type: ignore[attr-defined]
+    assert declined.last_read_out is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("question", "supported"),
+    [
+        ("When is the cafe open?", True),
+        ("Is the cafe open on Sundays?", True),  # one word the entry lacks is let through
+        ("Is the cafe open on public holidays?", False),  # the weekday hours, moved to holidays
+    ],
+)
+def test_a_number_is_supported_only_for_the_subject_the_evidence_gives_it_for(question: str, supported: bool) -> None:
+    kiosk = Kiosk(sample_persona(), sample_knowledge())
+    evidence = kiosk.ground(question).entries
+    assert kiosk.check.supported("The cafe is open from 10 am to 5 pm.", question, evidence) is supported
+
+
+@pytest.mark.models
+def test_a_near_miss_is_no_longer_read_out_with_the_real_encoder() -> None:
+    from edgevoice.app import build_kiosk
+    from edgevoice.bench.venue_quality import venue_config
+    from edgevoice.config import Config
+
+    library = load_venue(ROOT / "venues/library")
+    kiosk = build_kiosk(venue_config(Config(), library))
+    assert kiosk.semantic is not None
+    near_miss = kiosk.ground("Can I scan documents in the copy corner?")  # read out as the printing entry before
+    assert near_miss.direct is None and near_miss.direct_entry is None
+    right = kiosk.ground("Where can I return books?")
+    assert right.direct_entry is not None and right.direct_entry.question == "Where can I return books?"

@@ -13,7 +13,9 @@ Two mistakes of a small model are mended on the way out:
 * **An echo**: a first sentence that says nothing the question did not ("Is photography permitted?" "Yes,
   photography is permitted.", or the visitor's own words said back: "Each children have to pay.", for "do children
   have to pay?" misheard as a statement) asserts without a fact behind it. The best-matching entry's answer, as the
-  operator wrote it, is spoken instead ("Yes, without flash."). Small talk said back ("Hello!") is no echo.
+  operator wrote it, is spoken instead ("Yes, without flash.") when the question is about that entry
+  (:meth:`~edgevoice.kiosk.grounding.Kiosk.about`), else :data:`~edgevoice.kiosk.prompt.DONT_KNOW`. Small talk said
+  back ("Hello!") is no echo.
 """
 
 from __future__ import annotations
@@ -264,10 +266,11 @@ class GroundedModel:
 
     def _instead_of_echo(self, grounding: Grounding | None) -> str:
         """What is said instead of a reply that echoes the question: the best-matching entry's answer, as the
-        operator wrote it (:data:`~edgevoice.kiosk.prompt.DONT_KNOW` without one)."""
+        operator wrote it, when the question is about that entry (:data:`~edgevoice.kiosk.prompt.DONT_KNOW`
+        without one)."""
         self.last_verdict = Verdict.ECHO
-        if grounding is None or not grounding.entries:
-            return DONT_KNOW
+        if grounding is None or not grounding.entries or not self.kiosk.about(grounding, grounding.entries[0]):
+            return DONT_KNOW  # an echo has no fact behind it, and the best entry is about something else
         self.last_read_out = grounding.entries[0]
         return grounding.entries[0].answer
 

@@ -325,7 +325,11 @@ class Kiosk:
             return Grounding(True, 1.0, small_talk=reply, question=question)
         grounding = self.matcher.ground(question)
         if grounding.direct is not None:
-            grounding = replace(grounding, direct_entry=self._answering(grounding.direct, grounding.entries))
+            entry = self._answering(grounding.direct, grounding.entries)
+            if entry is None or not self.about(grounding, entry):  # a wrong entry is never read out: the model
+                grounding = replace(grounding, direct=None)  # answers, its reply checked
+            else:
+                grounding = replace(grounding, direct_entry=entry)
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
             # "is the network now Wi-Fi 4.5?": the entry's "Yes, ..." would agree with what no entry says
             grounding = replace(grounding, direct=without_yes_no(grounding.direct))
@@ -338,6 +342,17 @@ class Kiosk:
         direct = grounding.direct if any(e.answer == grounding.direct for e in answering) else None
         entry = grounding.direct_entry if direct is not None else None
         return replace(grounding, entries=tuple(answering), direct=direct, direct_entry=entry)
+
+    def about(self, grounding: Grounding, entry: Entry) -> bool:
+        """Whether the question of ``grounding`` is about ``entry``, so that the entry's answer may be read out to
+        it (directly, or instead of a reply that echoes the question): by its words, or where it shares none with the
+        entry, by its meaning (:meth:`edgevoice.kiosk.reply_check.ReplyCheck.about`)."""
+        similarity = None
+        if self.semantic is not None:
+            index = next((i for i, e in enumerate(self.entries) if e is entry), None)
+            if index is not None:
+                similarity = float(self.semantic.similarities(grounding.question)[0][index])
+        return self.check.about(grounding.question, entry, similarity)
 
     def _answering(self, answer: str, ranked: tuple[Entry, ...]) -> Entry | None:
         """The entry whose answer ``answer`` is (as written, or without its opening "yes" or "no"), the ranked ones

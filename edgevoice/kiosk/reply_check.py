@@ -34,6 +34,17 @@ _NUMERIC = re.compile(r"(?<![a-z0-9])[a-z]*\d[a-z0-9]*(?:[.:,]\d+)*")
 """A word with a digit, with the decimals, minutes or thousands after it ("4.5", "5:30", "1,200", "b12")."""
 _NUMBER = re.compile(r"^(\d+)(?:[:.]00)?(?:st|nd|rd|th|am|pm|h|s)?$")
 """A number with a suffix that does not change it ("10am" and "10:00" are the 10 of "10 am", "3rd" the 3 of "3")."""
+ASKING_WORDS = frozenset(terms(" ".join(data.words("en/asking_words.txt"))))
+"""Words a question asks with, naming no subject (``edgevoice/data/en/asking_words.txt``)."""
+ABOUT_MISSING_WORDS = 2
+"""A question that shares a subject word with an entry is not about it when it names this many others the entry
+lacks (one is let through: "Which level is the whale hall on?")."""
+ABOUT_UNANCHORED_SIMILARITY = 0.45
+"""A question that shares no word with an entry is about it only when at least this close in meaning (a
+paraphrase); one that shares a word is about it only when the entry has every other word it names."""
+MOVED_WORDS = 2
+"""A number is on another subject than the question's when the question names this many subject words that each
+entry giving it lacks (one is let through: "a ticket for my grandmother?" "Seniors pay 9 euros.")."""
 VALUE_STRAY_WORDS = 2
 """A sentence that states a value its question's best entry gives is unsupported when this many of its content words
 are neither in the entries that give its values nor in the question (one is let through)."""
@@ -150,6 +161,7 @@ class ReplyCheck:
                 continue
             giving = [e for e, ws in texts if any(_gives(v, ws) for v in said)]
             out += [v for v in said if not any(_gives(v, ws) for _, ws in texts)]
+            out += self._moved(said, giving, question)
             out += _miscounted(sentence, evidence)
             own = {t for e in giving for t in terms(e.search_text())}
             stray = [
@@ -169,6 +181,48 @@ class ReplyCheck:
             elif stray:
                 out += stray
         return list(dict.fromkeys(out))
+
+    def unexplained(self, question: str, entries: Sequence[Entry]) -> tuple[list[str], list[str]]:
+        """The subject words of ``question`` (its search terms but reply filler and :data:`ASKING_WORDS`) that
+        ``entries`` have (also as a near spelling; an entry's keywords and other ways of asking count), and those
+        they lack (the persona's words, the venue's name, are never lacking)."""
+        own = {t for e in entries for t in terms(" ".join((e.search_text(), *e.asked)))}
+        shared: list[str] = []
+        missing: list[str] = []
+        for t in dict.fromkeys(terms(question)):
+            if t in REPLY_FILLER or t in ASKING_WORDS:
+                continue
+            if t in own or any(near(t, o) for o in own):
+                shared.append(t)
+            elif t not in self._persona_terms:  # the venue's name: shared where the entry says it, else neutral
+                missing.append(t)
+        return shared, missing
+
+    def about(self, question: str, entry: Entry, similarity: float | None) -> bool:
+        """Whether ``question`` is about ``entry``, so that the entry's answer may be read out to it: it shares a
+        subject word with the entry and names fewer than :data:`ABOUT_MISSING_WORDS` others the entry lacks ("Can I
+        scan documents in the copy corner?" is not about the entry on printing in the copy corner), or it shares
+        none and is close in meaning (``similarity``, the question's cosine with the entry:
+        :data:`ABOUT_UNANCHORED_SIMILARITY`). A question with no subject word at all is about whatever entry the
+        matcher found."""
+        shared, missing = self.unexplained(question, [entry])
+        if shared or not missing:
+            return len(missing) < ABOUT_MISSING_WORDS
+        return similarity is not None and similarity >= ABOUT_UNANCHORED_SIMILARITY
+
+    def _moved(self, said: Sequence[str], giving: Sequence[Entry], question: str) -> list[str]:
+        """The numbers among a sentence's values ``said`` that the evidence gives (the entries ``giving`` them) for
+        another subject than the question's: each of those entries that shares a subject word with the question lacks
+        :data:`MOVED_WORDS` others it names ("Is the office open on public holidays?" and the office's weekday
+        hours). Where none shares a subject word (a paraphrase) the other rules judge it."""
+        numbers = [v for v in said if any(c.isdigit() for c in v)]
+        if not question or not giving or not numbers:
+            return []
+        judged = [self.unexplained(question, [entry]) for entry in giving]
+        sharing = [missing for shared, missing in judged if shared]
+        if not sharing:
+            return []  # a paraphrase (or a question about something else): the other rules judge it
+        return numbers if all(len(missing) >= MOVED_WORDS for missing in sharing) else []
 
     def supported(self, reply: str, question: str, evidence: Sequence[Entry]) -> bool:
         """Whether ``reply`` keeps to the knowledge: every value as an entry of ``evidence`` gives it, about what
