@@ -70,6 +70,7 @@ def test_the_gate_reads_out_what_the_rules_left_to_the_model_only_for_its_own_en
     # the rules' own read-out by meaning off: on the fake encoder every match is exact, and the question is then
     # the model's (passed by the gate, read out by no rule)
     monkeypatch.setattr(matching, "SEMANTIC_DIRECT", 2.0)
+    monkeypatch.setattr(matching, "SEMANTIC_SAME", 2.0)  # and its read-out of a question said again
     question = "Is photography with a camera allowed?"
     rules = Kiosk(sample_persona(), FAKE_KNOWLEDGE, embedder=NamedConceptEmbedder(), learned_read_out=False)
     assert rules.ground(question).known and rules.ground(question).direct is None
