@@ -81,6 +81,8 @@ def compile_note(config: Config, store: ModelStore, entries: Sequence[Entry]) ->
     cache = CompileCache(compile_cache_dir(), identity, PROMPT_VERSION)
     todo = entries[:MAX_ENTRIES]
     done = sum(cache.record(e.key) is not None for e in todo)
+    if not config.kiosk.compile and done < len(todo):
+        return f"the knowledge is not compiled ([kiosk] compile = false): {done}/{len(todo)} entries written"
     left = (
         f"; {len(entries) - len(todo)} entries past the first {MAX_ENTRIES} are matched as written"
         if (len(entries) > len(todo))
@@ -141,6 +143,10 @@ class KnowledgeCompile:
                 progress.state, progress.kept = "done", sum(len(v) for v in finished.values())
                 progress.entries_done = progress.entries_total = min(len(entries), self.max_entries)
                 return finished
+            if not self.config.kiosk.compile:
+                progress.state, progress.warning = "off", "turned off ([kiosk] compile = false)"
+                log.info("%s", progress.line())
+                return {}
             generator = open_compiler(self.config, self.store, busy=holder[0].busy)
             if generator is None:
                 raise ConfigError("the compile model went away")

@@ -4,6 +4,7 @@ generator and a fake encoder; and (marked ``models``) two entries compiled end t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -450,6 +451,30 @@ def test_without_semantic_matching_the_kiosk_is_not_compiled(tmp_path: Path, mon
     assert compiler._running is not None and not compiler._running.wait(10)
     assert compiler.progress.state == "off" and "semantic matching is off" in compiler.progress.line()
     assert not opened
+
+
+def test_turned_off_no_model_is_opened_but_a_finished_compile_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[ClosingGenerator] = []
+    assistant = live_assistant(tmp_path, monkeypatch, opened)
+    off = dataclasses.replace(assistant.config, kiosk=dataclasses.replace(assistant.config.kiosk, compile=False))
+    before = assistant.kiosk
+    compiler = KnowledgeCompile(off, ModelStore(None), assistant.use_compiled)
+    assistant.compile_knowledge(compiler)
+    assert compiler._running is not None and not compiler._running.wait(10)
+    assert compiler.progress.state == "off" and "[kiosk] compile = false" in compiler.progress.line()
+    assert not opened and assistant.kiosk is before
+    assert "[kiosk] compile = false" in knowledge_compile.compile_note(off, ModelStore(None), ENTRIES)
+    compile_now(assistant)  # compiled while it was on
+    assistant.close()
+
+    again = live_assistant(tmp_path, monkeypatch, opened)
+    compiler = KnowledgeCompile(off, ModelStore(None), again.use_compiled)
+    again.compile_knowledge(compiler)
+    assert compiler._running is not None and compiler._running.wait(10)
+    assert len(opened) == 1 and asked(again)[ATM.question]  # from the cache, no model opened
+    again.close()
 
 
 # --- the real model ---------------------------------------------------------------------------------------------------
