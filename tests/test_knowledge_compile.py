@@ -351,6 +351,7 @@ def live_assistant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opened: list
     if not venue.exists():
         venue.write_text(VENUE)
     config = kiosk_config(venue, semantic=True)
+    config = dataclasses.replace(config, kiosk=dataclasses.replace(config.kiosk, compile=True))
     clock = ManualClock()
     engines = Engines(
         vad=FakeVad(), recognizer=FakeRecognizer("", clock), llm=FakeLlm("Hm.", clock), synthesizer=FakeSynth(clock)

@@ -288,7 +288,7 @@ def test_a_turn_is_answered_and_journaled_with_latencies_and_no_audio_on_disk(
     # the review inbox's) and its private /tmp and /var/tmp (under these) writable, no more.
     assert box.props(UNIT, "ReadWritePaths", "StateDirectory") == {
         "ReadWritePaths": "",
-        "StateDirectory": "edgevoice/debug edgevoice/knowledge edgevoice/review",
+        "StateDirectory": "edgevoice/debug edgevoice/knowledge edgevoice/outbox edgevoice/review",
     }
     writable = box.run(
         "find", "/var/lib/edgevoice/debug", "/var/lib/edgevoice/review", "/tmp", "/var/tmp", "-type", "f"

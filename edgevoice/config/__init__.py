@@ -237,10 +237,11 @@ class KioskConfig:
     """With ``semantic``: a question no entry answers outright is tried with one or two words replaced by venue
     words that sound nearly the same ("Wilcher" as "wheelchair"), and taken so when an entry then answers it
     outright and it comes clearly closer in meaning (edgevoice/kiosk/sounds.py)."""
-    compile: bool = True
+    compile: bool = False
     """Write other ways of asking each entry in the background with the strongest model installed (the 1.5B, or the
-    LAN model of ``[llm] backend = "openai"``; docs/knowledge.md): off on a box that cannot spare its memory or CPU
-    between turns. A compile already finished is still used."""
+    LAN model of ``[llm] backend = "openai"``; docs/knowledge.md). Off by default: on two cores the 1.5B starves the
+    listener while a visitor speaks (turns went unanswered in the live tests); ``edgevoice knowledge compile`` makes
+    the compile ahead of time instead. A compile already finished is always used."""
     small_talk_file: str = ""
     """A TOML file of small-talk kinds, trigger patterns and replies (the form of the packaged
     edgevoice/data/en/small_talk.toml, which is used when empty): greetings, thanks, "who are you?" and the like are

@@ -327,7 +327,9 @@ class Kiosk:
         if grounding.direct is not None:
             entry = self._answering(grounding.direct, grounding.entries)
             if entry is None or not self.about(grounding, entry):  # a wrong entry is never read out: the model
-                grounding = replace(grounding, direct=None)  # answers, its reply checked
+                # answers, its reply checked; a misheard word mended for that read-out is put back (a mend stands
+                # only on an entry answering the mended question outright)
+                grounding = replace(grounding, direct=None, question=question)
             else:
                 grounding = replace(grounding, direct_entry=entry)
         if grounding.direct is not None and self.check.claims(grounding.question, grounding.entries):
