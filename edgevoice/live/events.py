@@ -145,6 +145,24 @@ class ActionTaken:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeakRequested:
+    """A request, from outside the conversation (Home Assistant, through the Wyoming server), to say ``text`` on the
+    kiosk's speaker: published on the bus, taken by the loop, spoken between visitors' turns (a turn waiting goes
+    first; a visitor who speaks over it cuts it short). ``request_id`` names it in :class:`Announced`."""
+
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Announced:
+    """The request ``request_id`` is done: ``played`` to its end, or not (cut by a visitor, a failure, the stop)."""
+
+    request_id: str
+    played: bool
+
+
+@dataclass(frozen=True, slots=True)
 class StageFailed:
     """A stage failed (a model raised, an engine bug): it cost a frame, a verdict or a turn, never the loop."""
 
@@ -171,6 +189,8 @@ LoopEvent = (
     | Fallback
     | ReplyFinished
     | ActionTaken
+    | SpeakRequested
+    | Announced
     | StageFailed
     | Shutdown
 )
