@@ -18,7 +18,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
-from wyoming.tts import Synthesize, SynthesizeVoice
+from wyoming.tts import Synthesize
 
 from edgevoice.audio import SAMPLE_RATE
 from edgevoice.config import Config, WyomingConfig

@@ -14,15 +14,20 @@ from edgevoice import __version__
 from edgevoice.config import Config
 from edgevoice.interfaces import Engines
 from edgevoice.live.bus import EventBus
+from edgevoice.live.loop import VoiceLoop
+from edgevoice.models.configured import piper_files
+from edgevoice.models.store import ModelStore
 from edgevoice.wyoming_server.engine_desk import EngineDesk
 from edgevoice.wyoming_server.handler import KIOSK_VOICE, Served
 from edgevoice.wyoming_server.kiosk_speaker import KioskSpeaker
 from edgevoice.wyoming_server.server import WyomingServer
 
-__all__ = ["WyomingService", "describe", "start_wyoming", "voice_languages"]
+__all__ = ["WyomingService", "describe", "serve_the_loop", "start_wyoming", "voice_languages"]
 
 log = logging.getLogger(__name__)
 
+LOWER_THAN_THE_LOOP = 5
+"""How much lower the CPU priority of the Wyoming requests' work is than the loop's compute threads'."""
 ATTRIBUTION = Attribution(name="edgevoice", url="https://github.com/edgevoice/edgevoice")
 
 
@@ -142,3 +147,13 @@ def start_wyoming(
             speaker.close()
         raise
     return WyomingService(server, speaker)
+
+
+def serve_the_loop(config: Config, store: ModelStore, engines: Engines, loop: VoiceLoop) -> WyomingService | None:
+    """``edgevoice run``'s server (None when ``[wyoming] listen`` is off): on the loop's engines, at a lower CPU
+    priority than its compute threads, taking texts to say on its bus."""
+    if not config.wyoming.listen:
+        return None
+    _, voice_config = piper_files(store, config.models.tts)
+    nice = config.audio.compute_nice + LOWER_THAN_THE_LOOP
+    return start_wyoming(config, engines, voice_config=voice_config, bus=loop.bus, idle=loop.idle, nice=nice)
