@@ -216,5 +216,30 @@ def test_a_client_that_leaves_mid_stream_does_not_hurt_the_next(server: WyomingS
     assert event is not None and wer(QUESTION, Transcript.from_event(event).text) <= 0.2
 
 
-def test_the_server_is_off_unless_listen_is_set(engines: Engines) -> None:
-    assert start_wyoming(Config(), engines, voice_config=None, bus=None, idle=lambda: True) is None
+def test_the_server_is_off_unless_listen_is_set() -> None:
+    nothing = Engines(None, None, None, None)  # type: ignore[arg-type]  (never reached)
+    assert start_wyoming(Config(), nothing, voice_config=None, bus=None, idle=lambda: True) is None
+
+
+@pytest.mark.parametrize(
+    ("listen", "ok"),
+    [
+        ("tcp://127.0.0.1:10700", True),
+        ("tcp://0.0.0.0:10700", True),
+        ("tcp://[::1]:10700", True),
+        ("unix:///run/edgevoice/wyoming.sock", True),
+        ("127.0.0.1:10700", False),
+        ("tcp://127.0.0.1", False),
+        ("tcp://127.0.0.1:70000", False),
+        ("http://127.0.0.1:10700", False),
+    ],
+)
+def test_listen_is_checked_at_load(listen: str, ok: bool) -> None:
+    from edgevoice.config.load import config_from_dict
+    from edgevoice.errors import ConfigError
+
+    if ok:
+        assert config_from_dict({"wyoming": {"listen": listen}}).wyoming.listen == listen
+    else:
+        with pytest.raises(ConfigError, match=r"wyoming\.listen"):
+            config_from_dict({"wyoming": {"listen": listen}})
