@@ -438,6 +438,12 @@ def subscribe_actions(config: Config, assistant: Assistant, live: LiveAssistant)
     decider = ActionDecider(c.declared, not_understood_turns=c.not_understood_turns, visitor_gap_s=c.visitor_gap_s)
     kiosk_of = assistant  # the knowledge as reloaded
     bus = live.loop.bus
-    taker = ActionTaker(decider, notifications or JournalOnly(), lambda: kiosk_of.kiosk.entries, bus.publish)
+    taker = ActionTaker(
+        decider,
+        notifications or JournalOnly(),
+        lambda: kiosk_of.kiosk.entries,
+        bus.publish,
+        not_understood_reply=c.not_understood_reply,
+    )
     bus.subscribe(taker, name="actions", maxsize=RECORDS_QUEUE)  # a staff call must not be dropped in a burst
     return notifications

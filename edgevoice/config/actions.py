@@ -44,6 +44,9 @@ class ActionsConfig:
     for the visitor; 0: never."""
     visitor_gap_s: float = field(default=90.0, metadata=_rng(5.0, 3600.0))
     """A turn this long after the last one starts a new visitor's count of turns not understood."""
+    not_understood_reply: str = "I've asked a colleague to come and help you; please wait here."
+    """What the kiosk says, after its reply, when it places the staff call for a visitor not understood; empty:
+    nothing (the screen still shows it)."""
     kiosk_id: str = ""
     """The kiosk's name in every notification; empty: the host name."""
     webhook_url: str = field(default="", metadata={"check": _check_url})

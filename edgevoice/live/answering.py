@@ -25,6 +25,7 @@ from edgevoice.live.events import (
     LoopEvent,
     ReplyBegun,
     ReplyFinished,
+    ReplyQueued,
     ReplyStarted,
     Shutdown,
     SpeakRequested,
@@ -256,6 +257,8 @@ class Answerer:
                 trace.settle_before(turn.committed_wall)
             else:
                 self.responder.respond_to(transcript, trace, self.cancel, self._emit_first, queued_s=self._queued_s)
+            if reply.fallback is None and self.output.samples:
+                self._publish(ReplyQueued(trace, turn))  # its words are known as it plays (the actions act on it)
             self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
             self.output.wait_played()
         except EdgeVoiceError as exc:

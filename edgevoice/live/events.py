@@ -95,6 +95,21 @@ class ReplyStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyQueued:
+    """All of the reply to turn ``turn`` is queued for playback, its words known (``trace``: its verdict, the entries
+    ranked, the reply), and it is playing: a read-out answer (presynthesized) has barely begun. Not published for a
+    turn given the fallback phrase. The actions act on it, so that a notification is on disk while its spoken
+    confirmation plays (docs/actions.md)."""
+
+    trace: ReplyTrace
+    turn: Turn
+
+    @property
+    def turn_id(self) -> int:
+        return self.turn.turn_id
+
+
+@dataclass(frozen=True, slots=True)
 class ClauseStarted:
     """The first sample of clause ``index`` of the reply to turn ``turn_id`` was just played (within about 10 ms):
     the moment a caption of ``text`` belongs on a screen. The fallback phrase is a clause too."""
@@ -183,6 +198,7 @@ LoopEvent = (
     | Listening
     | Transcribed
     | ReplyStarted
+    | ReplyQueued
     | ClauseStarted
     | AskedAgain
     | BargeIn
