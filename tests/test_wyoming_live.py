@@ -1,11 +1,12 @@
-"""The Wyoming server inside a real ``edgevoice run`` (in the private PulseAudio room, as tests/test_faults.py runs
+"""The Wyoming server inside a real ``edgevoice run`` (in the private PulseAudio room, with no echo in it): the
 it): the ``wyoming`` package's client transcribes a spoken clip on the running kiosk's recognizer, and asks the voice
 ``kiosk`` to say a text, which comes out of the kiosk's speaker."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +21,32 @@ from edgevoice.audio import SAMPLE_RATE as RATE
 from edgevoice.audio.pulse import PulseServer
 from edgevoice.interfaces import Engines
 from edgevoice.selftest import measure
+from edgevoice.selftest.appliance import ApplianceProcess
 from tests.conftest import heard_share, wer
 from tests.display_stand_in import free_port
-from tests.test_faults import appliance, ask
+from tests.test_faults import ROOT
 
 pytestmark = [pytest.mark.models, pytest.mark.audio, pytest.mark.slow]
 
 QUESTION = "Where is the whale skeleton?"
-VISITOR = "How much is a ticket for a student?"
 ANNOUNCEMENT = "The museum closes in fifteen minutes. Please make your way to the exit."
+
+
+@contextmanager
+def quiet_room(pulse: PulseServer, store, tmp_path: Path, config: str) -> Iterator[ApplianceProcess]:  # type: ignore[no-untyped-def]
+    """``edgevoice run`` in the room without an echo (tests/test_faults.py adds one): the echo canceller's first
+    seconds of the kiosk's voice can cut what it says by its own echo (edgevoice/audio/capture.py, NearEndGate),
+    which is the canceller's matter, not this test's."""
+    environ = pulse.client_env(source="mic.monitor", sink="spk")
+    environ["EDGEVOICE_MODELS_DIR"] = str(store.models_dir)
+    path = tmp_path / "edgevoice.toml"
+    path.write_text(config, encoding="utf-8")
+    process = ApplianceProcess(environ, ("--config", str(path)), cwd=ROOT)
+    try:
+        process.next("ready", timeout=180)
+        yield process
+    finally:
+        process.close()
 
 
 async def connected(port: int, timeout: float = 60.0) -> AsyncTcpClient:
@@ -50,8 +68,6 @@ def test_home_assistant_transcribes_on_the_kiosk_and_makes_it_speak(  # type: ig
     pulse: PulseServer, store, tmp_path: Path, speak: Callable[[str], np.ndarray], engines: Engines
 ) -> None:
     clip = (np.clip(speak(QUESTION), -1, 1) * 32767).astype("<i2").tobytes()  # made before the kiosk runs
-    visitor = speak(VISITOR)
-    speak = lambda text: visitor  # noqa: E731
     port = free_port()
 
     async def home_assistant() -> tuple[list[str], str]:
@@ -72,10 +88,7 @@ def test_home_assistant_transcribes_on_the_kiosk_and_makes_it_speak(  # type: ig
             return voices, Transcript.from_event(transcript).text
 
     config = f'[wyoming]\nlisten = "tcp://127.0.0.1:{port}"\n'
-    with appliance(pulse, store, tmp_path, config=config) as app:
-        # a visitor's turn first: the echo canceller's first seconds of the kiosk's voice can cut what it says by
-        # its own echo (edgevoice/audio/capture.py, NearEndGate), an announcement as a reply
-        assert ask(pulse, app, speak, VISITOR)["reply"]
+    with quiet_room(pulse, store, tmp_path, config) as app:
         spk_rec = pulse.record("spk.monitor", rate=RATE)
         spk_rec.wait_started()
         voices, text = asyncio.run(home_assistant())
@@ -84,10 +97,9 @@ def test_home_assistant_transcribes_on_the_kiosk_and_makes_it_speak(  # type: ig
         spk = spk_rec.stop()
         app.stop()
         assert app.proc.returncode == 0, app.stderr_tail()
-    seen = [r["event"] for r in app.seen]
     assert "kiosk" in voices
     assert wer(QUESTION, text) <= 0.2, text
-    assert announced["played"] is True, (announced, seen)
+    assert announced["played"] is True, (announced, app.seen)
     said = measure.spans(spk, RATE, threshold=0.02, gap_s=1.5)
     assert said, "nothing came out of the kiosk's speaker"
     heard = engines.recognizer.transcribe(spk[said[0][0] : said[-1][1]]).text
