@@ -1,5 +1,5 @@
 """The Wyoming server inside a real ``edgevoice run`` (in the private PulseAudio room, with no echo in it): the
-it): the ``wyoming`` package's client transcribes a spoken clip on the running kiosk's recognizer, and asks the voice
+``wyoming`` package's client transcribes a spoken clip on the running kiosk's recognizer, and asks the voice
 ``kiosk`` to say a text, which comes out of the kiosk's speaker."""
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ class ClientHandler:
             log.error("wyoming: a transcription failed: %s", exc)
             await self.write(Error(text=f"the transcription failed: {exc}", code=exc.code).event())
             return
-        language = self._language or getattr(desk.recognizer, "language", None)
+        language = getattr(desk.recognizer, "language", None) or self._language  # what it was heard as
         await self.write(Transcript(text=transcript.text, language=language).event())
 
     async def _synthesize(self, request: Synthesize) -> None:
