@@ -127,4 +127,4 @@ def test_the_voice_kiosk_speaks_through_the_loop_and_returns_at_once(rings: tupl
     assert (start.rate, start.width, start.channels) == (22050, 2, 1) and size == 2205 * 2
     assert Announced(next(e.request_id for e in seen if isinstance(e, SpeakRequested)), True) in seen
     assert responder.synthesizer.texts == [TEXT]  # type: ignore[attr-defined]
-    assert refused.code == "too_long"
+    assert refused.code == "wyoming_too_long"

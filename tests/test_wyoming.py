@@ -148,10 +148,10 @@ def test_oversize_audio_and_text_are_refused_with_a_clear_error(engines: Engines
         long, closed, text = asyncio.run(go())
     finally:
         service.close()
-    assert long is not None and Error.from_event(long).code == "too_long"
+    assert long is not None and Error.from_event(long).code == "wyoming_too_long"
     assert "wyoming.max_audio_s = 1 s" in Error.from_event(long).text
     assert closed is None  # the connection was closed after the error
-    assert text is not None and Error.from_event(text).code == "too_long"
+    assert text is not None and Error.from_event(text).code == "wyoming_too_long"
     assert "wyoming.max_text_chars = 20" in Error.from_event(text).text
 
 
@@ -171,9 +171,9 @@ def test_an_event_announcing_a_huge_payload_is_refused_before_it_is_read(server:
     """The ``wyoming`` package's reader would wait for any length a peer announces: the server refuses first."""
     huge = json.dumps({"type": "audio-chunk", "data": {"rate": 16000, "width": 2, "channels": 1}})
     error = raw(server, (huge[:-1] + ', "payload_length": 4000000000}\n').encode())
-    assert error["code"] == "too_large" and "payload_length" in str(error["text"])
+    assert error["code"] == "wyoming_too_large" and "payload_length" in str(error["text"])
     error = raw(server, b'{"type": "describe", "data": {"x": "' + b"a" * 100_000 + b'"}}\n')
-    assert error["code"] == "too_large" and "header line" in str(error["text"])
+    assert error["code"] == "wyoming_too_large" and "header line" in str(error["text"])
 
 
 def test_a_client_past_max_clients_is_told_busy(engines: Engines, store) -> None:  # type: ignore[no-untyped-def]
@@ -193,7 +193,7 @@ def test_a_client_past_max_clients_is_told_busy(engines: Engines, store) -> None
         refused, served_later = asyncio.run(go())
     finally:
         service.close()
-    assert refused is not None and Error.from_event(refused).code == "busy"
+    assert refused is not None and Error.from_event(refused).code == "wyoming_busy"
     assert "wyoming.max_clients" in Error.from_event(refused).text
     assert served_later is not None and Info.is_type(served_later.type)
 

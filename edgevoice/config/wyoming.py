@@ -29,11 +29,11 @@ class WyomingConfig:
     """Where the server listens: ``tcp://127.0.0.1:10700``, ``tcp://0.0.0.0:10700`` (the LAN, for Home Assistant on
     another machine), ``unix:///run/edgevoice/wyoming.sock``; empty: no server."""
     max_clients: int = field(default=4, metadata=_rng(1, 64))
-    """Connections served at once; one more is told so (an ``error`` event, code ``busy``) and closed."""
+    """Connections served at once; one more is told so (an ``error`` event, code ``wyoming_busy``) and closed."""
     max_audio_s: float = field(default=30.0, metadata=_rng(1.0, 300.0))
-    """The longest audio one transcription takes; more is refused (code ``too_long``)."""
+    """The longest audio one transcription takes; more is refused (code ``wyoming_too_long``)."""
     max_text_chars: int = field(default=1000, metadata=_rng(10, 20000))
-    """The longest text one synthesis (or kiosk announcement) takes; more is refused (code ``too_long``)."""
+    """The longest text one synthesis (or kiosk announcement) takes; more is refused (code ``wyoming_too_long``)."""
     speak_on_kiosk: bool = True
     """Offer the voice ``kiosk``: a synthesis asked of it is spoken on the kiosk's own speaker (between visitors'
     turns; a visitor who speaks over it cuts it short) instead of being sent back."""

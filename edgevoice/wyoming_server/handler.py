@@ -106,28 +106,29 @@ class ClientHandler:
     def _checked_format(start: AudioStart) -> AudioStart:
         if start.width != 2 or start.channels not in (1, 2) or not RATES[0] <= start.rate <= RATES[1]:
             raise Refused(
-                "bad_audio",
-                f"audio of {start.rate} Hz, {start.width} bytes, {start.channels} channels: expected 16-bit PCM "
-                f"(width 2), 1 or 2 channels, {RATES[0]} to {RATES[1]} Hz",
+                code="wyoming_bad_audio",
+                message=f"audio of {start.rate} Hz, {start.width} bytes, {start.channels} channels: expected "
+                f"16-bit PCM (width 2), 1 or 2 channels, {RATES[0]} to {RATES[1]} Hz",
             )
         return start
 
     def _add(self, chunk: AudioChunk) -> None:
         if self._format is None:
-            raise Refused("bad_event", "audio-chunk before audio-start")
+            raise Refused(code="wyoming_bad_event", message="audio-chunk before audio-start")
         f = self._format
         if (chunk.rate, chunk.width, chunk.channels) != (f.rate, f.width, f.channels):
-            raise Refused("bad_audio", "an audio-chunk's format differs from its audio-start's")
+            raise Refused(code="wyoming_bad_audio", message="an audio-chunk's format differs from its audio-start's")
         limit = int(self.served.config.max_audio_s * f.rate) * f.width * f.channels
         if len(self._audio) + len(chunk.audio) > limit:
             raise Refused(
-                "too_long", f"the audio is longer than wyoming.max_audio_s = {self.served.config.max_audio_s:g} s"
+                code="wyoming_too_long",
+                message=f"the audio is longer than wyoming.max_audio_s = {self.served.config.max_audio_s:g} s",
             )
         self._audio += chunk.audio
 
     async def _transcribe(self) -> None:
         if self._format is None:
-            raise Refused("bad_event", "audio-stop before audio-start")
+            raise Refused(code="wyoming_bad_event", message="audio-stop before audio-start")
         f, data = self._format, bytes(self._audio)
         self._format, self._audio = None, bytearray()
         samples = np.frombuffer(data[: len(data) - len(data) % (2 * f.channels)], dtype="<i2").astype(np.float32)
@@ -148,17 +149,20 @@ class ClientHandler:
         text = request.text.strip()
         if len(text) > c.max_text_chars:
             raise Refused(
-                "too_long", f"the text has {len(text)} characters; wyoming.max_text_chars = {c.max_text_chars}"
+                code="wyoming_too_long",
+                message=f"the text has {len(text)} characters; wyoming.max_text_chars = {c.max_text_chars}",
             )
         desk = self.served.desk
         if request.voice is not None and request.voice.name == KIOSK_VOICE:
             if self.served.speak is None:
                 await self.write(
-                    Error(text="speaking on the kiosk is off (wyoming.speak_on_kiosk)", code="off").event()
+                    Error(text="speaking on the kiosk is off (wyoming.speak_on_kiosk)", code="wyoming_off").event()
                 )
                 return
             if text and self.served.speak(text) is None:
-                await self.write(Error(text="the kiosk has texts waiting to be said already", code="busy").event())
+                await self.write(
+                    Error(text="the kiosk has texts waiting to be said already", code="wyoming_busy").event()
+                )
                 return
             audio = np.zeros(desk.sample_rate // 10, dtype=np.float32)  # said on the kiosk: a tenth of a second back
         else:

@@ -25,7 +25,7 @@ class Limits:
 class Refused(Exception):
     """A request the server will not serve: ``code`` and the message go back to the peer as an ``error`` event."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, message: str, *, code: str) -> None:
         super().__init__(message)
         self.code = code
 
@@ -37,9 +37,9 @@ def refusal(exc: Refused) -> Event:
 def _length(header: dict[str, object], key: str, limit: int) -> int:
     value = header.get(key) or 0
     if not isinstance(value, int) or value < 0:
-        raise Refused("bad_event", f"{key} must be a non-negative integer")
+        raise Refused(code="wyoming_bad_event", message=f"{key} must be a non-negative integer")
     if value > limit:
-        raise Refused("too_large", f"{key} {value} is over the limit of {limit} bytes")
+        raise Refused(code="wyoming_too_large", message=f"{key} {value} is over the limit of {limit} bytes")
     return value
 
 
@@ -50,27 +50,29 @@ async def read_event(reader: asyncio.StreamReader, limits: Limits) -> Event | No
     try:
         line = await reader.readline()
     except ValueError:  # asyncio's LimitOverrunError: the line is longer than the reader's limit
-        raise Refused("too_large", f"an event's header line is over the limit of {limits.line} bytes") from None
+        raise Refused(
+            code="wyoming_too_large", message=f"an event's header line is over the limit of {limits.line} bytes"
+        ) from None
     if not line:
         return None
     try:
         header = json.loads(line)
     except ValueError:
-        raise Refused("bad_event", "an event's header line is not JSON") from None
+        raise Refused(code="wyoming_bad_event", message="an event's header line is not JSON") from None
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
-        raise Refused("bad_event", "an event's header must be a JSON object with a 'type'")
+        raise Refused(code="wyoming_bad_event", message="an event's header must be a JSON object with a 'type'")
     data = header.get("data") or {}
     if not isinstance(data, dict):
-        raise Refused("bad_event", "an event's 'data' must be a JSON object")
+        raise Refused(code="wyoming_bad_event", message="an event's 'data' must be a JSON object")
     data_length = _length(header, "data_length", limits.data)
     payload_length = _length(header, "payload_length", limits.payload)
     if data_length:
         try:
             more = json.loads(await reader.readexactly(data_length))
         except ValueError:
-            raise Refused("bad_event", "an event's data is not JSON") from None
+            raise Refused(code="wyoming_bad_event", message="an event's data is not JSON") from None
         if not isinstance(more, dict):
-            raise Refused("bad_event", "an event's data must be a JSON object")
+            raise Refused(code="wyoming_bad_event", message="an event's data must be a JSON object")
         data.update(more)
     payload = await reader.readexactly(payload_length) if payload_length else None
     return Event(type=header["type"], data=data, payload=payload)

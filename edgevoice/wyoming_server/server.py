@@ -73,7 +73,8 @@ class WyomingServer:
             if len(tasks) >= self.served.config.max_clients:
                 self.refused += 1
                 busy = Refused(
-                    "busy", f"{self.served.config.max_clients} clients are served already (wyoming.max_clients)"
+                    code="wyoming_busy",
+                    message=f"{self.served.config.max_clients} clients are served already (wyoming.max_clients)",
                 )
                 with contextlib.suppress(ConnectionError):
                     await async_write_event(refusal(busy), writer)
