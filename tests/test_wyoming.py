@@ -243,3 +243,15 @@ def test_listen_is_checked_at_load(listen: str, ok: bool) -> None:
     else:
         with pytest.raises(ConfigError, match=r"wyoming\.listen"):
             config_from_dict({"wyoming": {"listen": listen}})
+
+
+def test_config_check_warns_of_a_server_open_to_the_lan() -> None:
+    from edgevoice.config_check import check_config
+
+    def warned(listen: str) -> list[str]:
+        config = replace(Config(), wyoming=WyomingConfig(listen=listen))
+        return [w for w in check_config(config, devices=False).warnings if w.startswith("wyoming.listen")]
+
+    (warning,) = warned("tcp://0.0.0.0:10700")
+    assert "no authentication" in warning and "make the kiosk speak" in warning
+    assert warned("tcp://127.0.0.1:10700") == [] and warned("unix:///run/edgevoice/wyoming.sock") == []

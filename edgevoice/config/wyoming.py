@@ -42,3 +42,21 @@ class WyomingConfig:
     visitor's turn goes first)."""
     client_timeout_s: float = field(default=30.0, metadata=_rng(1.0, 600.0))
     """A connection that sends nothing for this long is closed."""
+
+
+def wyoming_warnings(config: WyomingConfig) -> list[str]:
+    """What ``edgevoice config --check`` says of ``[wyoming]``: a TCP address off loopback is open to whoever
+    reaches it (the protocol has no authentication)."""
+    from urllib.parse import urlparse
+
+    from edgevoice.config.listen_address import is_loopback
+
+    url = urlparse(config.listen)
+    if url.scheme != "tcp" or is_loopback(url.hostname or ""):
+        return []
+    speak = ", and make the kiosk speak" if config.speak_on_kiosk else ""
+    return [
+        f"wyoming.listen = {config.listen!r}: whoever reaches it can use the recognizer and the voice{speak} (Wyoming "
+        "has no authentication); let only Home Assistant's address through (packaging/wyoming-network.conf, "
+        "docs/wyoming.md)"
+    ]
