@@ -1,6 +1,7 @@
 """Text said on the kiosk at another's request (Home Assistant, through the Wyoming server): published on the loop's
 bus, spoken by the loop between turns, cut by a visitor who speaks over it, never part of the conversation; at most a
-few wait. The live loop runs on its real threads with fake engines (tests/test_loop.py's harness)."""
+few wait; a Wyoming request waits for the loop to be between turns. The live loop runs on its real threads with
+fake engines (tests/test_loop.py's harness)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,35 @@ def test_the_voice_kiosk_speaks_through_the_loop_and_returns_at_once(rings: tupl
     assert Announced(next(e.request_id for e in seen if isinstance(e, SpeakRequested)), True) in seen
     assert responder.synthesizer.texts == [TEXT]  # type: ignore[attr-defined]
     assert refused.code == "wyoming_too_long"
+
+
+def test_a_wyoming_request_waits_for_the_kiosk_to_be_between_turns() -> None:
+    """The engine desk runs a request only once the loop is idle (a visitor's turn first), or after ``idle_wait_s``."""
+    from edgevoice.wyoming_server.engine_desk import EngineDesk
+
+    clock = ManualClock()
+    recognizer = FakeRecognizer("Where is the cafe?", clock, seconds=0.0)
+    between_turns, asked = threading.Event(), threading.Event()
+
+    def idle() -> bool:
+        asked.set()
+        return between_turns.is_set()
+
+    desk = EngineDesk(recognizer, SlowSynth(clock), idle=idle, idle_wait_s=60.0)
+
+    async def go() -> str:
+        job = asyncio.ensure_future(desk.transcribe(np.zeros(16000, dtype=np.float32)))
+        assert await asyncio.to_thread(asked.wait, 10)  # the request is waiting for the loop
+        assert recognizer.heard == []  # and has not touched the engine
+        between_turns.set()
+        return (await job).text
+
+    try:
+        assert asyncio.run(go()) == "Where is the cafe?"
+    finally:
+        desk.close()
+    impatient = EngineDesk(recognizer, SlowSynth(clock), idle=lambda: False, idle_wait_s=0.1)
+    try:  # a loop never idle holds a request up to idle_wait_s only
+        assert asyncio.run(impatient.transcribe(np.zeros(16000, dtype=np.float32))).text == "Where is the cafe?"
+    finally:
+        impatient.close()
