@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from edgevoice.reply.trace import ReplyTrace
     from edgevoice.review.store import ReviewStore
     from edgevoice.trace import TurnTimeline
+    from edgevoice.wyoming_server.service import WyomingService
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,7 @@ class Appliance:
     display: DisplayHandle | None = None
     review: ReviewStore | None = None
     notifications: Notifications | None = None
+    wyoming: WyomingService | None = None
 
     def start_services(self, monitor: ServiceMonitor) -> None:
         """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
@@ -324,11 +326,17 @@ class Appliance:
         )
         if self.presynthesis is not None:
             self.presynthesis.start()
+        if self.config.wyoming.listen:  # Home Assistant's way in (docs/wyoming.md)
+            from edgevoice.wyoming_server.service import serve_the_loop
+
+            self.wyoming = serve_the_loop(self.config, self.models.store, self.models.engines, live.loop)
 
     def close(self) -> None:
         """Stop the recheck, the admin page, the assistant's background work and the presynthesis (the models are
         :meth:`LoadedModels.close`'s)."""
         self.recheck.close()
+        if self.wyoming is not None:
+            self.wyoming.close()
         if self.display is not None:
             self.display.close()
         if self.admin is not None:
@@ -430,6 +438,12 @@ def subscribe_actions(config: Config, assistant: Assistant, live: LiveAssistant)
     decider = ActionDecider(c.declared, not_understood_turns=c.not_understood_turns, visitor_gap_s=c.visitor_gap_s)
     kiosk_of = assistant  # the knowledge as reloaded
     bus = live.loop.bus
-    taker = ActionTaker(decider, notifications or JournalOnly(), lambda: kiosk_of.kiosk.entries, bus.publish)
+    taker = ActionTaker(
+        decider,
+        notifications or JournalOnly(),
+        lambda: kiosk_of.kiosk.entries,
+        bus.publish,
+        not_understood_reply=c.not_understood_reply,
+    )
     bus.subscribe(taker, name="actions", maxsize=RECORDS_QUEUE)  # a staff call must not be dropped in a burst
     return notifications

@@ -89,6 +89,9 @@ def check_config(config: Config, *, devices: bool = True, portaudio: Callable[[]
     from edgevoice.act.service import check_actions
 
     report.check(lambda: check_actions(config, report.warnings))
+    from edgevoice.config.wyoming import wyoming_warnings
+
+    report.warnings += wyoming_warnings(config.wyoming)
     check_own_paths(config, report)
     if config.llm.backend == "openai":
         from edgevoice.engines.openai_remote import read_api_key

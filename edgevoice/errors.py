@@ -147,6 +147,25 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "vad_frame": ErrorCode(EXIT_ERROR, "a frame of the wrong size was given to the voice-activity detector"),
     "vad_rate": ErrorCode(EXIT_ERROR, "the voice-activity detector does not run at that sample rate"),
     "wake_word_model": ErrorCode(EXIT_ERROR, "`[activation] wake_word` names a model that cannot be loaded"),
+    "wyoming_bad_audio": ErrorCode(
+        EXIT_ERROR,
+        "Wyoming server: audio not 16-bit PCM, 1 or 2 channels, 8 to 48 kHz, or its format changed mid-stream",
+    ),
+    "wyoming_bad_event": ErrorCode(
+        EXIT_ERROR, "Wyoming server: an event not in the protocol's form, or out of order (audio before its start)"
+    ),
+    "wyoming_busy": ErrorCode(
+        EXIT_ERROR, "Wyoming server: `[wyoming] max_clients` are served, or texts wait to be said on the kiosk already"
+    ),
+    "wyoming_off": ErrorCode(
+        EXIT_ERROR, "Wyoming server: the voice `kiosk` was asked with `[wyoming] speak_on_kiosk` off"
+    ),
+    "wyoming_too_large": ErrorCode(
+        EXIT_ERROR, "Wyoming server: an event's header line, data or payload over its limit (refused unread)"
+    ),
+    "wyoming_too_long": ErrorCode(
+        EXIT_ERROR, "Wyoming server: audio over `[wyoming] max_audio_s` or text over `max_text_chars`"
+    ),
 }
 """Every error code, in alphabetical order, with its exit status and meaning. Scripts key on the code, not on the
 message. A code raised anywhere must be here, and each is in docs/cli.md's table (tests/test_error_codes.py)."""

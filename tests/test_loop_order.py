@@ -25,6 +25,7 @@ from edgevoice.live.events import (
     Partial,
     ReplyBegun,
     ReplyFinished,
+    ReplyQueued,
     ReplyStarted,
     Shutdown,
     SpeechStarted,
@@ -139,9 +140,9 @@ def test_a_committed_turn_is_answered_and_published_in_order(spk: SharedRing) ->
     assert side.answerer.busy and side.published() == []  # queued: nothing happens until its thread takes it
     assert side.answerer.step(timeout=0.0)
     events = side.published()
-    assert [type(e) for e in events] == [Transcribed, ReplyStarted, ClauseStarted, ReplyFinished]
-    assert events[2] == ClauseStarted(1, 0, "The cafe is upstairs.")  # played at once by the instant speaker
-    finished = events[3]
+    assert [type(e) for e in events] == [Transcribed, ReplyStarted, ReplyQueued, ClauseStarted, ReplyFinished]
+    assert events[3] == ClauseStarted(1, 0, "The cafe is upstairs.")  # played at once by the instant speaker
+    finished = events[4]
     assert isinstance(finished, ReplyFinished) and finished.trace.reply == "The cafe is upstairs."
     assert [m.content for m in side.responder.history] == ["Where is the cafe?", "The cafe is upstairs."]
     assert side.speaker.written > 0 and not side.answerer.busy
@@ -363,8 +364,8 @@ def test_a_reply_begun_early_and_adopted_is_the_one_heard_generated_once(spk: Sh
     side.answerer.tell(TurnCommitted(turn, adopted=True))
     assert side.answerer.step(timeout=0.0)
     events = side.published()
-    assert [type(e) for e in events] == [Transcribed, ReplyStarted, ClauseStarted, ReplyFinished]
-    finished = events[3]
+    assert [type(e) for e in events] == [Transcribed, ReplyStarted, ReplyQueued, ClauseStarted, ReplyFinished]
+    finished = events[4]
     assert isinstance(finished, ReplyFinished)
     trace = finished.trace
     assert trace.speculative_reply and trace.reply == "The cafe is upstairs."

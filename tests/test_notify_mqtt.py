@@ -64,9 +64,9 @@ class Broker:
 
 
 class Subscriber:
-    """A paho client subscribed to ``edgevoice/actions/#`` with QoS 1."""
+    """A paho client subscribed to ``topic`` (``edgevoice/actions/#``) with QoS 1."""
 
-    def __init__(self, port: int, tls_ca: Path | None = None) -> None:
+    def __init__(self, port: int, tls_ca: Path | None = None, topic: str = "edgevoice/actions/#") -> None:
         import paho.mqtt.client as mqtt
 
         self.messages: list[tuple[str, dict[str, object]]] = []
@@ -78,7 +78,7 @@ class Subscriber:
             client.tls_set(ca_certs=str(tls_ca))
 
         def on_connect(c: mqtt.Client, *_: object) -> None:
-            c.subscribe("edgevoice/actions/#", qos=1)
+            c.subscribe(topic, qos=1)
 
         def on_subscribe(*_: object) -> None:
             ready.set()

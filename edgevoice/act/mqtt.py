@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from edgevoice.act.delivery import DeliveryFailed
@@ -38,7 +39,10 @@ class MqttSink:
         key_file: str = "",
         username: str = "",
         password_file: str = "",
+        discovery: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """``discovery``: (topic, payload) messages published retained on every connection (Home Assistant's MQTT
+        discovery: :mod:`edgevoice.act.mqtt_discovery`)."""
         self.host, self.port, self.topic, self.client_id = host, port, topic.rstrip("/"), client_id
         self.timeout_s = timeout_s
         self.tls, self.ca_file, self.cert_file, self.key_file = tls, ca_file, cert_file, key_file
@@ -50,6 +54,7 @@ class MqttSink:
             except OSError as exc:
                 key = "actions.mqtt_password_file"
                 raise ConfigError(f"{key} = {password_file!r}: cannot read it ({exc.strerror})", key=key) from exc
+        self.discovery = tuple(discovery)
         self._client: object | None = None
         self._connected = threading.Event()
         self._refused: str | None = None
@@ -96,19 +101,35 @@ class MqttSink:
             )
         return client
 
-    def send(self, row: Row) -> None:
-        client = self._client
-        if client is None:
-            client = self._client = self._connect()
-        info = client.publish(f"{self.topic}/{row.action}", row.body.encode(), qos=1)  # type: ignore[attr-defined]
+    def connect(self) -> object:
+        """The connection, made now if there is none (the discovery messages published on it first)."""
+        if self._client is None:
+            client = self._connect()
+            try:
+                for topic, payload in self.discovery:
+                    self._publish(client, topic, payload.encode(), retain=True)
+            except DeliveryFailed:
+                self._drop(client)
+                raise
+            self._client = client
+        return self._client
+
+    def _publish(self, client: object, topic: str, payload: bytes, *, retain: bool = False) -> None:
+        info = client.publish(topic, payload, qos=1, retain=retain)  # type: ignore[attr-defined]
         try:
             info.wait_for_publish(self.timeout_s)
         except (RuntimeError, ValueError) as exc:  # not queued: the connection is gone
-            self._reset()
             raise DeliveryFailed(f"not published: {exc}") from None
         if not info.is_published():
-            self._reset()
             raise DeliveryFailed(f"no PUBACK from {self.host}:{self.port} in {self.timeout_s:.0f} s")
+
+    def send(self, row: Row) -> None:
+        client = self.connect()
+        try:
+            self._publish(client, f"{self.topic}/{row.action}", row.body.encode())
+        except DeliveryFailed:
+            self._reset()
+            raise
 
     def _reset(self) -> None:
         if self._client is not None:

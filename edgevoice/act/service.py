@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from edgevoice.act.delivery import Delivery, JournalSink, Sink, SystemClocks
+from edgevoice.act.delivery import Delivery, DeliveryFailed, JournalSink, Sink, SystemClocks
 from edgevoice.act.outbox import Outbox, default_outbox_dir
 from edgevoice.config import Config
 from edgevoice.config.actions import ActionsConfig
@@ -65,7 +65,10 @@ def sinks_of(config: ActionsConfig, kiosk_id: str) -> Mapping[str, Sink]:
         )
     if config.mqtt_host:
         from edgevoice.act.mqtt import MqttSink
+        from edgevoice.act.mqtt_discovery import discovery_messages
 
+        prefix, topic = config.mqtt_discovery_prefix, config.mqtt_topic.rstrip("/")
+        discovery = discovery_messages(prefix, topic, kiosk_id, config.declared) if prefix else []
         sinks["mqtt"] = MqttSink(
             config.mqtt_host,
             config.mqtt_port,
@@ -78,6 +81,7 @@ def sinks_of(config: ActionsConfig, kiosk_id: str) -> Mapping[str, Sink]:
             key_file=config.mqtt_key_file,
             username=config.mqtt_username,
             password_file=config.mqtt_password_file,
+            discovery=discovery,
         )
     return sinks
 
@@ -91,16 +95,32 @@ def open_notifications(config: ActionsConfig, directory: Path | None = None) -> 
         max_pending=config.max_pending,
     )
     try:
-        delivery = Delivery(
-            outbox, sinks_of(config, kiosk_id), max_age_s=config.max_age_s, retry_max_s=config.retry_max_s
-        )
+        sinks = sinks_of(config, kiosk_id)
+        delivery = Delivery(outbox, sinks, max_age_s=config.max_age_s, retry_max_s=config.retry_max_s)
     except BaseException:
         outbox.close()
         raise
+    announce_to_home_assistant(config, sinks)
     delivery.start()
     waiting = outbox.summary(limit=0)
     log.info("outbox: %s waiting, %s failed, in %s", waiting["pending"], waiting["failed"], outbox.path)
     return Notifications(outbox, delivery, kiosk_id)
+
+
+def announce_to_home_assistant(config: ActionsConfig, sinks: Mapping[str, Sink]) -> None:
+    """With ``mqtt_discovery_prefix``: connect to the broker now (before the delivery thread owns the connection),
+    so that Home Assistant knows the actions before the first is taken; a broker down is told in the journal, and
+    the announcement goes out with the first connection that works."""
+    from edgevoice.act.mqtt import MqttSink
+
+    sink = sinks.get("mqtt")
+    if not config.mqtt_discovery_prefix or not isinstance(sink, MqttSink):
+        return
+    try:
+        sink.connect()
+        log.info("mqtt: %d actions announced to Home Assistant's discovery", len(sink.discovery))
+    except DeliveryFailed as exc:
+        log.warning("mqtt: the actions are announced to Home Assistant once the broker answers (%s)", exc)
 
 
 class JournalOnly:

@@ -19,6 +19,7 @@ from edgevoice.config.served import AdminConfig as AdminConfig
 from edgevoice.config.served import DisplayConfig as DisplayConfig
 from edgevoice.config.served import MetricsConfig as MetricsConfig
 from edgevoice.config.served import ReviewConfig as ReviewConfig
+from edgevoice.config.wyoming import WyomingConfig as WyomingConfig
 from edgevoice.errors import ConfigError
 from edgevoice.listen.endpointing import EndpointingConfig as EndpointingConfig  # declared with its state machine
 
@@ -328,6 +329,7 @@ class Config:
     selftest: SelftestConfig = field(default_factory=SelftestConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
     actions: ActionsConfig = field(default_factory=ActionsConfig)
+    wyoming: WyomingConfig = field(default_factory=WyomingConfig)
     source: str = field(default="<defaults>", compare=False)
 
     def knowledge_source(self) -> str:

@@ -32,6 +32,11 @@ def _check_topic(key: str, value: str) -> None:
         raise ConfigError(f"{key} = {value!r}: must be an MQTT topic without wildcards (# +), at most 200 characters")
 
 
+def _check_prefix(key: str, value: str) -> None:
+    if value and (not re.fullmatch(r"[A-Za-z0-9_/-]{1,100}", value) or value.startswith("/") or value.endswith("/")):
+        raise ConfigError(f"{key} = {value!r}: an MQTT topic prefix (letters, digits, _ - /), such as 'homeassistant'")
+
+
 @dataclass(frozen=True)
 class ActionsConfig:
     """What the kiosk may do besides talk, and where it says so (docs/actions.md)."""
@@ -44,6 +49,9 @@ class ActionsConfig:
     for the visitor; 0: never."""
     visitor_gap_s: float = field(default=90.0, metadata=_rng(5.0, 3600.0))
     """A turn this long after the last one starts a new visitor's count of turns not understood."""
+    not_understood_reply: str = "I've asked a colleague to come and help you; please wait here."
+    """What the kiosk says, after its reply, when it places the staff call for a visitor not understood; empty:
+    nothing (the screen still shows it)."""
     kiosk_id: str = ""
     """The kiosk's name in every notification; empty: the host name."""
     webhook_url: str = field(default="", metadata={"check": _check_url})
@@ -58,6 +66,9 @@ class ActionsConfig:
     mqtt_port: int = field(default=1883, metadata=_rng(1, 65535))
     mqtt_topic: str = field(default="edgevoice/actions", metadata={"check": _check_topic})
     """The topic; the action's name is appended (``edgevoice/actions/staff_call``)."""
+    mqtt_discovery_prefix: str = field(default="", metadata={"check": _check_prefix})
+    """Announce each declared action to Home Assistant's MQTT discovery under this prefix ("homeassistant", its
+    default): an ``event`` entity per action on the kiosk's device, published retained at start; empty: none."""
     mqtt_tls: bool = False
     """Connect with TLS (port 8883 as a rule), the broker checked against ``mqtt_ca_file`` or the system's CAs."""
     mqtt_ca_file: str = ""

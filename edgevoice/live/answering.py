@@ -19,13 +19,16 @@ from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.listen.turn import Turn
 from edgevoice.live.captions import ClauseCues
 from edgevoice.live.events import (
+    Announced,
     AskedAgain,
     BargeIn,
     LoopEvent,
     ReplyBegun,
     ReplyFinished,
+    ReplyQueued,
     ReplyStarted,
     Shutdown,
+    SpeakRequested,
     StageFailed,
     Transcribed,
     TurnCommitted,
@@ -37,11 +40,12 @@ from edgevoice.priority import lower_this_thread
 from edgevoice.reply.output import Fallback, FallbackReason, ReplyOutput
 from edgevoice.reply.responder import Responder
 from edgevoice.reply.speculation import SpeculativeReply
+from edgevoice.reply.speech_text import normalize_for_speech
 from edgevoice.reply.trace import ReplyTrace
 
 log = logging.getLogger(__name__)
 
-AnswererEvent = TurnCommitted | ReplyBegun | BargeIn | Withdrawn | Shutdown
+AnswererEvent = TurnCommitted | ReplyBegun | SpeakRequested | BargeIn | Withdrawn | Shutdown
 """What the answerer is told."""
 
 
@@ -107,7 +111,7 @@ class Answerer:
                 self.output.committed(turn.turn_id, turn.committed_wall)  # its reply budget runs from here
                 if not adopted:  # else the reply begun for it (queued already) answers it
                     self._inbox.put(event)
-            case ReplyBegun():
+            case ReplyBegun() | SpeakRequested():
                 self._inbox.put(event)
             case BargeIn():
                 self._barge_in()
@@ -186,6 +190,8 @@ class Answerer:
                     self._speculate(reply)
                 case TurnCommitted(turn):
                     self._answer(turn)
+                case SpeakRequested():
+                    self._announce(event)
         finally:
             self._inbox.task_done()
         return not self._stop.is_set()
@@ -251,6 +257,8 @@ class Answerer:
                 trace.settle_before(turn.committed_wall)
             else:
                 self.responder.respond_to(transcript, trace, self.cancel, self._emit_first, queued_s=self._queued_s)
+            if reply.fallback is None and self.output.samples:
+                self._publish(ReplyQueued(trace, turn))  # its words are known as it plays (the actions act on it)
             self.playback.expect_audio = False  # all of the reply is queued: running dry now is its end
             self.output.wait_played()
         except EdgeVoiceError as exc:
@@ -292,6 +300,38 @@ class Answerer:
         if trace.verdict == Verdict.UNHEARD.value and reply.fallback is None and not trace.cancelled:
             self._publish(AskedAgain(turn.turn_id))
         self._publish(ReplyFinished(trace, turn))
+
+    def _announce(self, request: SpeakRequested) -> None:
+        """Say a requested text between turns: a visitor's turn waiting goes first (the request queues behind it); the
+        visitor who speaks over it cuts it short, as a reply. It never enters the conversation."""
+        if self._inbox.holds((TurnCommitted, ReplyBegun)):
+            self._inbox.put(request)
+            return
+        self.cancel.clear()
+        self._replying.set()
+        self._arm_gate(True)
+        played = False
+        try:
+            for audio in self.responder.synthesizer.synthesize(normalize_for_speech(request.text)):
+                if self.cancel.is_set() or self._inbox.holds((TurnCommitted, ReplyBegun)):
+                    break  # a visitor's turn goes first
+                self.output.emit(audio)
+                self.playback.expect_audio = not self.cancel.is_set()
+            else:
+                self.playback.expect_audio = False
+                self.output.wait_played()
+                played = not self.cancel.is_set() and not self._stop.is_set()
+        except Exception as exc:  # costs the announcement, never the loop
+            error = exc if isinstance(exc, EdgeVoiceError) else StageError("tts", f"{type(exc).__name__}: {exc}")
+            log.error("announcement %s failed: %s", request.request_id, error)
+            self._publish(StageFailed(error))
+        finally:
+            self.playback.expect_audio = False
+            if self.cancel.is_set():
+                self.playback.wait_flushed(self._stop)
+            self._arm_gate(False)
+            self._replying.clear()
+            self._publish(Announced(request.request_id, played))
 
     def _queued_s(self) -> float:
         return self.speaker.available() / self.responder.synthesizer.sample_rate

@@ -10,7 +10,7 @@ import time
 from edgevoice.cli_exit import stdout_closed
 from edgevoice.converse import trace_stages
 from edgevoice.events import answered_record
-from edgevoice.live.events import ActionTaken, BargeIn, Fallback, LoopEvent, Partial, ReplyStarted
+from edgevoice.live.events import ActionTaken, Announced, BargeIn, Fallback, LoopEvent, Partial, ReplyStarted
 from edgevoice.live.loop import Turn
 from edgevoice.reply.audio_cache import CachedSynthesizer
 from edgevoice.reply.trace import ReplyTrace
@@ -96,6 +96,8 @@ def event_record(event: LoopEvent) -> dict[str, object] | None:
             return {"event": "fallback", "turn": turn_id, "text": reason.value}
         case ActionTaken(action, reason, message_id, turn_id):  # never the visitor's words
             return {"event": "action", "turn": turn_id, "action": action, "reason": reason, "id": message_id}
+        case Announced(request_id, played):  # text said at Home Assistant's request (docs/wyoming.md)
+            return {"event": "announced", "id": request_id, "played": played}
         case _:
             return None
 

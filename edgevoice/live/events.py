@@ -95,6 +95,21 @@ class ReplyStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyQueued:
+    """All of the reply to turn ``turn`` is queued for playback, its words known (``trace``: its verdict, the entries
+    ranked, the reply), and it is playing: a read-out answer (presynthesized) has barely begun. Not published for a
+    turn given the fallback phrase. The actions act on it, so that a notification is on disk while its spoken
+    confirmation plays (docs/actions.md)."""
+
+    trace: ReplyTrace
+    turn: Turn
+
+    @property
+    def turn_id(self) -> int:
+        return self.turn.turn_id
+
+
+@dataclass(frozen=True, slots=True)
 class ClauseStarted:
     """The first sample of clause ``index`` of the reply to turn ``turn_id`` was just played (within about 10 ms):
     the moment a caption of ``text`` belongs on a screen. The fallback phrase is a clause too."""
@@ -145,6 +160,24 @@ class ActionTaken:
 
 
 @dataclass(frozen=True, slots=True)
+class SpeakRequested:
+    """A request, from outside the conversation (Home Assistant, through the Wyoming server), to say ``text`` on the
+    kiosk's speaker: published on the bus, taken by the loop, spoken between visitors' turns (a turn waiting goes
+    first; a visitor who speaks over it cuts it short). ``request_id`` names it in :class:`Announced`."""
+
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Announced:
+    """The request ``request_id`` is done: ``played`` to its end, or not (cut by a visitor, a failure, the stop)."""
+
+    request_id: str
+    played: bool
+
+
+@dataclass(frozen=True, slots=True)
 class StageFailed:
     """A stage failed (a model raised, an engine bug): it cost a frame, a verdict or a turn, never the loop."""
 
@@ -165,12 +198,15 @@ LoopEvent = (
     | Listening
     | Transcribed
     | ReplyStarted
+    | ReplyQueued
     | ClauseStarted
     | AskedAgain
     | BargeIn
     | Fallback
     | ReplyFinished
     | ActionTaken
+    | SpeakRequested
+    | Announced
     | StageFailed
     | Shutdown
 )

@@ -36,7 +36,7 @@ from edgevoice.listen.turn import Turn as Turn  # re-exported: part of this modu
 from edgevoice.live.activation import Activation
 from edgevoice.live.answering import Answerer
 from edgevoice.live.bus import EventBus
-from edgevoice.live.events import LoopEvent, Partial, ReplyBegun, Shutdown, StageFailed
+from edgevoice.live.events import LoopEvent, Partial, ReplyBegun, Shutdown, SpeakRequested, StageFailed
 from edgevoice.live.listener import FRAME, Listener
 from edgevoice.reply.output import ReplyOutput
 from edgevoice.reply.responder import Responder
@@ -142,6 +142,7 @@ class VoiceLoop:
         self.failures = 0
         """Every failure since the loop was built (:attr:`errors` keeps the latest only)."""
         self.bus.subscribe_inline(self._count_error)
+        self.bus.subscribe_inline(self._take_request)
         self.playback = PlaybackControl(speaker, reference)
         level = options.barge_in_level_db
         self.gate = NearEndGate(self.playback, level_db=level) if level is not None else None
@@ -201,6 +202,11 @@ class VoiceLoop:
         if isinstance(event, StageFailed):
             self.errors.append(event.error)
             self.failures += 1
+
+    def _take_request(self, event: LoopEvent) -> None:
+        """A request published on the bus for the loop to carry out (text to speak) goes to the answerer's inbox."""
+        if isinstance(event, SpeakRequested):
+            self.answerer.tell(event)
 
     def _on_partial(self, turn_id: int, text: str) -> None:
         """(The recognition worker.) A partial transcript: published, read ahead by the words' judge and, with

@@ -46,6 +46,11 @@ class Mailbox(Generic[T]):
         """Items put and not yet done with: queued, or taken and still being handled."""
         return self._unfinished
 
+    def holds(self, kinds: type | tuple[type, ...]) -> bool:
+        """Whether a data item of ``kinds`` waits."""
+        with self._changed:
+            return any(isinstance(item, kinds) for item in self._data)
+
     def queued(self) -> int:
         with self._changed:
             return len(self._control) + len(self._data)
