@@ -54,10 +54,9 @@ def main() -> int:
         run = json.loads(lines[-1])
         rows += run
         late = [r["late_ms"] for r in run]
-        print(
-            f"run {i + 1}: load {before} -> {load()}; late_ms {late}; onset_gap_ms "
-            f"{sorted({r['onset_gap_ms'] for r in run})}; output_ms {sorted({r['output_ms'] for r in run})}"
-        )
+        sets = {key: sorted({r[key] for r in run}) for key in ("onset_gap_ms", "output_ms", "sink_latency_ms")}
+        seen = "; ".join(f"{key} {value}" for key, value in sets.items())
+        print(f"run {i + 1}: load {before} -> {load()}; late_ms {late}; {seen}", flush=True)
     print(summary("caption vs speaker monitor (late_ms)", [r["late_ms"] for r in rows], args.bound_ms))
     print(summary("caption vs record's DAC time (late_device_ms)", [r["late_device_ms"] for r in rows], args.bound_ms))
     print(summary("record's DAC time vs monitor (onset_gap_ms)", [r["onset_gap_ms"] for r in rows], args.bound_ms))

@@ -19,11 +19,13 @@ on the turn record's own DAC times (``late_device_ms``).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
 import numpy as np
 
+from edgevoice.audio.pulse import PulseServer
 from edgevoice.audio.pulse.clients import Recorder
 from edgevoice.interfaces import FloatAudio
 from tests.test_display_browser import Browser
@@ -85,6 +87,15 @@ def reply_onset(recording: FloatAudio, near: int, rate: int, *, before_s: float 
     return start + int(found[0])
 
 
+def sink_latency_ms(pulse: PulseServer, sink: str = "spk") -> float | None:
+    """The null sink's configured latency: how far ahead of its clock it renders, so how much sooner than the sink
+    counts a sample played its monitor may have it (the referee's own lead, at most)."""
+    for block in pulse.pactl("list", "sinks").split("Sink #")[1:]:
+        if f"Name: {sink}\n" in block and (found := re.search(r"Latency: \d+ usec, configured (\d+) usec", block)):
+            return int(found.group(1)) / 1000
+    return None
+
+
 def page_skew_ms(browser: Browser, looks: int = 5) -> float:
     """The page's Unix ms (``performance.timeOrigin + performance.now()``) minus this process's, from the look with
     the shortest round trip."""
@@ -128,6 +139,7 @@ def caption_timing(
                 "late_device_ms": round(at - float(device), 1),
                 "onset_gap_ms": round(heard0 - float(played[0]), 1),
                 "output_ms": turn.get("stages_ms", {}).get("output"),  # type: ignore[attr-defined]
+                "sink_latency_ms": turn.get("sink_latency_ms"),
             }
         )
     return rows

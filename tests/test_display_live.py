@@ -27,7 +27,7 @@ import pytest
 from edgevoice.audio.pulse import PulseServer
 from edgevoice.audio.pulse.clients import Recorder
 from edgevoice.selftest.appliance import ApplianceProcess, Record
-from tests.caption_timing import RecordingClock, caption_timing, page_skew_ms
+from tests.caption_timing import RecordingClock, caption_timing, page_skew_ms, sink_latency_ms
 from tests.display_stand_in import free_port
 from tests.test_display_browser import Browser, centre, values, wait_for
 from tests.test_faults import ROOT, assert_answered
@@ -162,7 +162,7 @@ def test_the_page_follows_a_spoken_exchange_and_a_restart(  # type: ignore[no-un
             assert browser.evaluate("document.getElementById('reply').textContent") == f"{turn['reply']} "
             seen = values(browser, "window.statesSeen")
             assert seen == ["idle", "listening", "hearing", "thinking", "speaking", "idle"], seen
-            exchanges.append((turn, captions, page_skew_ms(browser)))
+            exchanges.append((turn | {"sink_latency_ms": sink_latency_ms(pulse)}, captions, page_skew_ms(browser)))
         app.stop()
         assert app.proc.returncode == 0, app.stderr_tail()
         origin = browser.evaluate("performance.timeOrigin")
