@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from edgevoice.audio import SAMPLE_RATE as RATE
-from edgevoice.audio.timing import PullLog
+from edgevoice.audio.timing import PullLog, SampleAnchor
 from edgevoice.trace import MARKS, STAGE_NAMES, TurnTimeline, percentile, speech_end_index
 
 
@@ -115,6 +115,23 @@ def test_pull_log_tells_when_a_real_sample_was_handed_to_the_device() -> None:
     assert log.time_of_real(0) == 1.01 and log.index_of_real(0) == 220
     assert log.time_of_real(150) == 1.02 and log.index_of_real(150) == 490
     assert log.time_of_real(320) is None
+
+
+def test_a_sample_keeps_the_dac_time_it_was_pulled_with_when_an_underrun_moves_the_line() -> None:
+    """After an underrun the device's samples lie on a later line: a turn's record, made after the reply, must not
+    move the reply's samples onto it (under load that put them up to 150 ms after they were heard)."""
+    rate = 100.0
+    anchor, log = SampleAnchor(rate), PullLog()
+    for index in range(0, 640, 10):
+        anchor.add(1.0 + index / rate, index)  # DAC time of each callback's first sample: offset 1.0 s
+    log.pulled = 640
+    log.add(10, 10, t=7.0, dac=anchor.time_of(log.pulled))
+    for index in range(650, 1290, 10):
+        anchor.add(1.5 + index / rate, index)  # a 0.5 s gap: the line is now 0.5 s later
+    assert anchor.time_of(640) == pytest.approx(7.9)
+    assert log.dac_time_of_real(0, rate) == pytest.approx(7.4)
+    assert log.dac_time_of_real(5, rate) == pytest.approx(7.45)
+    assert log.dac_time_of_real(10, rate) is None  # not pulled
 
 
 def test_percentile() -> None:

@@ -34,7 +34,7 @@ from edgevoice.audio.devices import SampleFormat
 from edgevoice.audio.devices import list_devices as list_devices
 from edgevoice.audio.stream_common import INPUT_OVERFLOW, OUTPUT_UNDERFLOW, PA_ABORT, PA_CONTINUE, Stream
 from edgevoice.audio.stream_common import StreamStats as StreamStats  # re-exported: part of this module's API
-from edgevoice.audio.timing import OutputTiming, PullLog, SampleAnchor
+from edgevoice.audio.timing import LINE_MOVED_S, OutputTiming, PullLog, SampleAnchor
 
 FloatAudio = npt.NDArray[np.float32]
 AudioSink = Callable[[FloatAudio, float], None]
@@ -151,6 +151,7 @@ class OutputStream(Stream):
         self._anchor = SampleAnchor(source_rate)
         self._fifo = np.zeros(0, np.float32)
         self._callback_start = 0.0
+        self._line = 0.0
         self._was_audible = False
         self._open(device, rate, frame_ms, sample_format, channels)
         self._pull_block = max(1, round(source_rate * frame_ms / 1000))
@@ -201,16 +202,24 @@ class OutputStream(Stream):
         return self._log.time_of_real(real_index)
 
     def dac_time_of_real(self, real_index: int) -> float | None:
-        """When the ``real_index``-th sample the source returned reaches the DAC (None if not pulled yet or
-        forgotten: only the last 4096 pulls are kept)."""
+        """When the ``real_index``-th sample the source returned reaches the DAC: on the line of the callbacks' DAC
+        times, unless the line moved by more than :data:`~edgevoice.audio.timing.LINE_MOVED_S` since the sample was
+        pulled (an underrun since moves the line, not the samples played before it), then as the line put it then.
+        None if not pulled yet or forgotten: only the last 4096 pulls are kept."""
         index = self._log.index_of_real(real_index)
-        return None if index is None else self.dac_time_of(index)
+        if index is None:
+            return None
+        on_line, pulled_with = self.dac_time_of(index), self._log.dac_time_of_real(real_index, self.source_rate)
+        if on_line is None or pulled_with is None or abs(on_line - pulled_with) <= LINE_MOVED_S:
+            return on_line  # the line has only wavered since (the samples' spacing stays exact)
+        return pulled_with
 
     def _pull(self, n: int) -> FloatAudio:
         got = np.asarray(self._source(n), dtype=np.float32).reshape(-1)
         if len(got) > n:
             raise ValueError(f"audio source returned {len(got)} samples for a request of {n}")
-        self._log.add(n, len(got), self._callback_start)
+        dac = self._line + self._log.pulled / self.source_rate
+        self._log.add(n, len(got), self._callback_start, dac)
         return got if len(got) == n else np.concatenate((got, np.zeros(n - len(got), np.float32)))
 
     def _render(self, n: int) -> FloatAudio:
@@ -237,6 +246,7 @@ class OutputStream(Stream):
             dac_time = start + (dac - now) if dac > 0 else start + self.latency
             self._timing = OutputTiming(self._device_frames, dac_time, start)
             self._anchor.add(dac_time, self._device_frames * self.source_rate / self.rate)
+            self._line = self._anchor.offset() or 0.0  # for this callback's pulls: their DAC times as of now
             block = np.clip(self._render(frame_count), -1.0, 1.0)
             audible = bool(np.any(block))
             # the flag reports that the device ran dry before this block: a gap heard when it fell between two

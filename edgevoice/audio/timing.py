@@ -11,7 +11,10 @@ load), so a :class:`SampleAnchor` fits the line ``T - D / rate`` over the last 6
 :meth:`~edgevoice.audio.streams.InputStream.adc_time_of` does the same for captured samples. The :class:`PullLog` counts
 only the samples the source really returned (not the padding), which gives
 :meth:`~edgevoice.audio.streams.OutputStream.real_played` (how much of a reply the visitor has heard, for barge-in) and
-:meth:`~edgevoice.audio.streams.OutputStream.dac_time_of_real`.
+:meth:`~edgevoice.audio.streams.OutputStream.dac_time_of_real`. The line holds only between two underruns: the device
+then plays nothing for a while and its later samples lie on a line that much later. So each pull keeps the DAC time
+of its first sample as the line put it when it was pulled, and a sample's DAC time asked later (a turn's record, made
+after the reply) is read from there when the line has moved by more than :data:`LINE_MOVED_S` since.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OutputTiming", "PullLog", "SampleAnchor"]
+__all__ = ["LINE_MOVED_S", "OutputTiming", "PullLog", "SampleAnchor"]
 
 _PULL_LOG = 4096  # source pulls remembered for real_played / dac_time_of_real
+LINE_MOVED_S = 0.02
+"""A line moved by more than this since a sample was pulled has moved for a reason (an underrun), not wavered with
+the callbacks' scheduling: that sample's DAC time is then the one it was pulled with."""
 
 
 class SampleAnchor:
@@ -76,6 +82,7 @@ class _Pull:
     real_before: int  # real (not padded) samples pulled before it
     real: int  # real samples at the head of this pull
     t: float  # when it was pulled (the callback's start)
+    dac: float | None  # its first sample's DAC time, on the line as it was then
 
 
 class PullLog:
@@ -90,12 +97,12 @@ class PullLog:
         self._pulls: deque[_Pull] = deque(maxlen=_PULL_LOG)
         self._lock = threading.Lock()
 
-    def add(self, n: int, real: int, t: float = 0.0) -> None:
+    def add(self, n: int, real: int, t: float = 0.0, dac: float | None = None) -> None:
         """A pull of ``n`` samples at time ``t`` of which the source returned the first ``real`` (the rest is
-        padding)."""
+        padding); ``dac``: when its first sample reaches the DAC, as the stream's line says now."""
         if real:
             with self._lock:
-                self._pulls.append(_Pull(self.pulled, self.real, real, t))
+                self._pulls.append(_Pull(self.pulled, self.real, real, t, dac))
         self.pulled += n
         self.real += real
 
@@ -117,6 +124,12 @@ class PullLog:
         """When the ``real_index``-th real sample was pulled (None if not pulled yet or forgotten)."""
         pull = self._pull_of_real(real_index)
         return None if pull is None else pull.t
+
+    def dac_time_of_real(self, real_index: int, rate: float) -> float | None:
+        """When the ``real_index``-th real sample reaches the DAC (``rate``: the source's), from the time its pull
+        was given; None if not pulled yet, forgotten or pulled without one."""
+        pull = self._pull_of_real(real_index)
+        return None if pull is None or pull.dac is None else pull.dac + (real_index - pull.real_before) / rate
 
     def _pull_of_real(self, real_index: int) -> _Pull | None:
         with self._lock:

@@ -70,6 +70,7 @@ class Answerer:
         fallback_text: str = "",
         budget_s: float | None = None,
         nice: int = 0,
+        heard: Callable[[], int] | None = None,
     ) -> None:
         self.responder, self.asr = responder, asr
         self.speaker, self.playback, self.gate = speaker, playback, gate
@@ -100,7 +101,7 @@ class Answerer:
             budget_s=budget_s,
             on_fallback=self._fell_back,
         )
-        self.captions = ClauseCues(lambda: playback.played, publish)
+        self.captions = ClauseCues(lambda: playback.played, publish, heard=heard)
         """Publishes :class:`ClauseStarted` as each clause begins to play (its thread: :meth:`ClauseCues.run`)."""
 
     # -- what the listener tells it, and may ask ----------------------------------------------------------------------

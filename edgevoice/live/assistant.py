@@ -130,6 +130,7 @@ class LiveAssistant:
             ),
             reference=self.reference,
             activation=self.activation,
+            heard=self.heard,
         )
         self.capture = CaptureFrontEnd(self.mic, echo, self.loop.gate, self.loop.playback)
         self.input: InputStream | None = None
@@ -217,6 +218,15 @@ class LiveAssistant:
                     retry_at[kind] = now + REOPEN_RETRY_S
             if on_tick is not None:
                 on_tick()
+
+    def heard(self) -> int:
+        """(Any thread) the playback position (:attr:`PlaybackControl.played`'s count) that the speaker has played by
+        now: the samples the output stream handed to its device and that reached the DAC, by the stream's DAC times.
+        The captions follow it (:mod:`edgevoice.live.captions`); without a stream, the samples handed to one."""
+        output = self.output
+        if output is None:
+            return self.loop.playback.played
+        return self._played_base + output.real_played(time.perf_counter())
 
     def reply_echo(self) -> dict[str, float | None] | None:
         """The echo canceller's work since the last call (the turn's reply, when called once per turn):

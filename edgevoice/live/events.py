@@ -111,8 +111,9 @@ class ReplyQueued:
 
 @dataclass(frozen=True, slots=True)
 class ClauseStarted:
-    """The first sample of clause ``index`` of the reply to turn ``turn_id`` was just played (within about 10 ms):
-    the moment a caption of ``text`` belongs on a screen. The fallback phrase is a clause too."""
+    """The first sample of clause ``index`` of the reply to turn ``turn_id`` was just played at the speaker (by the
+    output stream's DAC times, within about 10 ms: :mod:`edgevoice.live.captions`): the moment a caption of ``text``
+    belongs on a screen. The fallback phrase is a clause too."""
 
     turn_id: int
     index: int

@@ -122,6 +122,7 @@ class VoiceLoop:
         reference: SharedRing | None = None,
         activation: Activation | None = None,
         text_turn: TextEndOfTurn | None = None,
+        heard: Callable[[], int] | None = None,
     ) -> None:
         """``mic`` holds the microphone as the listener should hear it (echo-cancelled, when ``reference`` is set:
         the ring the playback mirrors every buffer into, for the canceller).
@@ -130,6 +131,9 @@ class VoiceLoop:
 
         ``text_turn``: judges the words of a pause Smart Turn finds complete, on the recognition worker right after
         the speculative decode; by default the responder's local language model's judge (:func:`text_end_of_turn`).
+
+        ``heard``: the playback position (:attr:`PlaybackControl.played`'s count) the speaker has played by now, which
+        the captions follow; by default the samples handed to the device (:mod:`edgevoice.live.captions`).
         """
         options = options or LoopOptions()
         self.mic, self.speaker = mic, speaker
@@ -166,6 +170,7 @@ class VoiceLoop:
             fallback_text=options.fallback_text,
             budget_s=options.reply_budget_s,
             nice=options.compute_nice,
+            heard=heard,
         )
         answerer = self.answerer
         self.speculation = SpeculativeReplies(
