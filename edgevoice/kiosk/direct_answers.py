@@ -19,7 +19,7 @@ import numpy as np
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.retrieval import BM25Index, Match, terms
 
-__all__ = ["clear_lead", "lexical_direct", "said_again", "semantic_direct"]
+__all__ = ["clearly_best", "lexical_direct", "said_again", "semantic_direct"]
 
 DIRECT_COVERAGE = 0.999
 """A direct answer needs an entry that contains every (idf-weighted) word of the question."""
@@ -42,14 +42,24 @@ SEMANTIC_SAME_MARGIN = 0.05
 """... when no other entry comes within this of it."""
 
 
-def clear_lead(order: Sequence[int], similarity: np.ndarray, least: float, margin: float) -> int | None:
-    """The best-ranked entry (``order[0]``) when it is at least ``least`` close in meaning and no other entry comes
-    within ``margin`` of it; None otherwise."""
+def clearly_best(
+    entries: Sequence[Entry],
+    order: Sequence[int],
+    similarity: np.ndarray,
+    relevance: np.ndarray,
+    *,
+    least: float,
+    margin: float,
+    fits: float,
+) -> str | None:
+    """The answer of the best-ranked entry (``order[0]``) when it is at least ``least`` close in meaning, no other
+    entry comes within ``margin`` of it, and its relevance (its answer's closeness to the question, less its own
+    question's) is at least ``fits``; None otherwise."""
     best = order[0]
     runner_up = max((float(similarity[i]) for i in order[1:]), default=-1.0)
     if similarity[best] < least or similarity[best] - runner_up < margin:
         return None
-    return best
+    return entries[best].answer if relevance[best] >= fits else None
 
 
 def said_again(
@@ -65,10 +75,9 @@ def said_again(
     ``unanswered``: "is the cloakroom free?" may sit as close to "where is the cloakroom?" as a rewording does)."""
     if not order or not entries[order[0]].answer:
         return None
-    best = clear_lead(order, similarity, SEMANTIC_SAME, SEMANTIC_SAME_MARGIN)
-    if best is None:
-        return None
-    return entries[best].answer if relevance[best] >= unanswered else None
+    return clearly_best(
+        entries, order, similarity, relevance, least=SEMANTIC_SAME, margin=SEMANTIC_SAME_MARGIN, fits=unanswered
+    )
 
 
 def semantic_direct(
@@ -78,10 +87,15 @@ def semantic_direct(
     fits the question at least as well as the question it was written for."""
     if not order or not entries[order[0]].question:
         return None
-    best = clear_lead(order, similarity, SEMANTIC_DIRECT, SEMANTIC_DIRECT_MARGIN)
-    if best is None:
-        return None
-    return entries[best].answer if relevance[best] >= SEMANTIC_DIRECT_RELEVANCE else None
+    return clearly_best(
+        entries,
+        order,
+        similarity,
+        relevance,
+        least=SEMANTIC_DIRECT,
+        margin=SEMANTIC_DIRECT_MARGIN,
+        fits=SEMANTIC_DIRECT_RELEVANCE,
+    )
 
 
 def lexical_direct(
