@@ -1,8 +1,9 @@
 """The application assembled from the config, its one composition root: the engines (manifest names or one's own
 model files, checked before loading), the end-of-turn model, the kiosk, the assistant and, for ``edgevoice run``, the
 live loop with its metrics, presynthesis, model recheck and admin page (:func:`load_models`, :func:`build_appliance`).
-Each engine is opened by :mod:`edgevoice.app_engines`. The application sits above the stages (engines, kiosk, reply,
-live, admin), which never import it."""
+Each engine is opened by :mod:`edgevoice.app_engines`; each feature that follows the loop is wired by its module in
+:mod:`edgevoice.wiring`. The application sits above the stages (engines, kiosk, reply, live, admin), which never
+import it."""
 
 from __future__ import annotations
 
@@ -29,10 +30,13 @@ from edgevoice.interfaces import Engines, Synthesizer
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
-from edgevoice.live.events import LoopEvent, ReplyFinished
 from edgevoice.models.configured import embedder_files, model_store, piper_files, voice_id
 from edgevoice.models.store import ModelStore
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
+from edgevoice.wiring.actions import subscribe_actions
+from edgevoice.wiring.compiling import compile_in_background
+from edgevoice.wiring.records import RECORDS_QUEUE, TurnRecords
+from edgevoice.wiring.review import subscribe_review
 
 if TYPE_CHECKING:
     from edgevoice.act.service import Notifications
@@ -44,22 +48,16 @@ if TYPE_CHECKING:
     from edgevoice.engines.wake_word import MicroWakeWord
     from edgevoice.interfaces import LanguageModel
     from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.live.loop import Turn
     from edgevoice.live.metrics import MetricsExporter
     from edgevoice.live.recorder import TurnRecorder
     from edgevoice.live.service import ServiceMonitor
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.hedge import HedgedModel
     from edgevoice.reply.presynthesis import Presynthesis
-    from edgevoice.reply.trace import ReplyTrace
     from edgevoice.review.store import ReviewStore
-    from edgevoice.trace import TurnTimeline
     from edgevoice.wyoming_server.service import WyomingService
 
 log = logging.getLogger(__name__)
-
-RECORDS_QUEUE = 4096
-"""Events the turn records may fall behind by (a slow disk under the metrics file) before the oldest are dropped."""
 
 T = TypeVar("T")
 
@@ -240,53 +238,6 @@ class LoopIdle:
         return self._idle is not None and self._idle()
 
 
-class TurnRecords:
-    """Follows the loop's events (a subscriber of its bus): each turn's record goes to ``emit`` (the output and the
-    journal), the debug recorder, the admin page once it is up (:attr:`admin`) and the metrics; the other events
-    that have a JSON line to ``emit``. :attr:`echo` and :attr:`timeline` are the live assistant's, once it is
-    built."""
-
-    def __init__(
-        self,
-        emit: Callable[[dict[str, object]], None],
-        recorder: TurnRecorder | None,
-        exporter: MetricsExporter | None,
-        sample_rate: int,
-    ) -> None:
-        self.emit, self.recorder, self.exporter, self.sample_rate = emit, recorder, exporter, sample_rate
-        self.echo: Callable[[], dict[str, float | None] | None] = lambda: None
-        self.timeline: Callable[[ReplyTrace, Turn], TurnTimeline] | None = None
-        self.admin: AdminHandle | None = None
-
-    def __call__(self, event: LoopEvent) -> None:
-        from edgevoice.live.cli import event_record
-
-        if isinstance(event, ReplyFinished):
-            self.finished(event.trace, event.turn)
-        elif (record := event_record(event)) is not None:
-            self.emit(record)
-
-    def finished(self, trace: ReplyTrace, turn: Turn) -> None:
-        from edgevoice.live.cli import turn_record
-
-        assert self.timeline is not None, "TurnRecords.timeline is set once the live assistant is built"
-        timeline = self.timeline(trace, turn)
-        record = turn_record(trace, turn, timeline, self.sample_rate, self.echo())
-        self.emit(record)
-        if self.recorder is not None:
-            self.recorder.record(turn.turn_id, turn.audio.samples, record)
-        if self.admin is not None:
-            self.admin.appliance.add_turn(record)
-        if self.exporter is not None:
-            self.exporter.metrics.observe(
-                timeline,
-                cancelled=trace.cancelled,
-                underruns=trace.underruns,
-                answered_by=trace.answered_by,
-            )
-            self.exporter.update()
-
-
 @dataclass
 class Appliance:
     """The running appliance's parts built on the loaded models: the assistant, the live loop, the presynthesis,
@@ -362,7 +313,6 @@ def build_appliance(
     replies (with ``[tts] presynthesize``) and the live loop, whose turns and events go to ``emit``. A model file
     that changes after it was verified sets ``stop``. What was built is closed if a later part fails."""
     from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.live.review_inbox import ReviewCollector
     from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
     from edgevoice.review.service import open_review
@@ -396,9 +346,7 @@ def build_appliance(
         turns.timeline, turns.echo = live.timeline, live.reply_echo
         live.loop.bus.subscribe(turns, name="records", maxsize=RECORDS_QUEUE)
         if review is not None:
-            kiosk_of = assistant  # the knowledge as reloaded: the ranked entries' questions as the operator sees them
-            collect = ReviewCollector(review, lambda: kiosk_of.kiosk.entries, low_margin=config.review.low_margin)
-            live.loop.bus.subscribe(collect, name="review")
+            subscribe_review(config, review, assistant, live)
         notifications = subscribe_actions(config, assistant, live)
     except BaseException:
         if notifications is not None:
@@ -414,36 +362,7 @@ def build_appliance(
             wake_word.close()
         raise
     idle.follow(live.loop.idle)
-    from edgevoice.knowledge_compile import KnowledgeCompile
-
-    # other ways of asking each entry, written by the strongest model between turns; until then, as written
-    assistant.compile_knowledge(KnowledgeCompile(config, models.store, assistant.use_compiled, idle=idle))
+    compile_in_background(config, models.store, assistant, idle)
     return Appliance(
         config, models, recheck, assistant, presynthesis, live, turns, review=review, notifications=notifications
     )
-
-
-def subscribe_actions(config: Config, assistant: Assistant, live: LiveAssistant) -> Notifications | None:
-    """The actions the knowledge's entries declare and the staff call (docs/actions.md), taken by a subscriber of
-    the loop's bus; their notifications go through the outbox (returned) when a webhook or broker is configured,
-    else to the journal only (None)."""
-    from edgevoice.act.decide import ActionDecider, undeclared_actions
-    from edgevoice.act.service import JournalOnly, notifying, open_notifications
-    from edgevoice.live.actions import ActionTaker
-
-    c = config.actions
-    for warning in undeclared_actions(assistant.kiosk.entries, c.declared):
-        log.warning("%s", warning)
-    notifications = open_notifications(c) if notifying(c) else None
-    decider = ActionDecider(c.declared, not_understood_turns=c.not_understood_turns, visitor_gap_s=c.visitor_gap_s)
-    kiosk_of = assistant  # the knowledge as reloaded
-    bus = live.loop.bus
-    taker = ActionTaker(
-        decider,
-        notifications or JournalOnly(),
-        lambda: kiosk_of.kiosk.entries,
-        bus.publish,
-        not_understood_reply=c.not_understood_reply,
-    )
-    bus.subscribe(taker, name="actions", maxsize=RECORDS_QUEUE)  # a staff call must not be dropped in a burst
-    return notifications

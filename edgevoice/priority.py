@@ -10,6 +10,9 @@ chunker), holding the GIL, and the audio callbacks need the GIL too. A low-prior
 other work takes the processor keeps it, and every audio callback waits behind it: priority inversion, heard as
 gaps in a reply when another process keeps the box busy. Raise it only where the audio path does not share the GIL
 with the compute threads.
+
+Background work yields to the turns instead: an engine's steps inside :func:`background`, a thread's own steps
+through :func:`wait_idle`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,19 @@ def background(yield_to: Callable[[], bool]) -> Iterator[None]:
         yield
     finally:
         _background.yield_to = None
+
+
+IDLE_POLL_S = 0.1
+"""How often background work waiting for the appliance to be idle looks again (seconds)."""
+
+
+def wait_idle(idle: Callable[[], bool] | None, stop: threading.Event) -> bool:
+    """Wait while ``idle()`` says a turn is in progress (None: never), looking every :data:`IDLE_POLL_S`; False once
+    ``stop`` is set. Background work (embedding, compile, presynthesis, model recheck) calls it between its steps."""
+    while idle is not None and not idle():
+        if stop.wait(IDLE_POLL_S):
+            return False
+    return not stop.is_set()
 
 
 def in_background() -> bool:

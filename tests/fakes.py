@@ -63,3 +63,14 @@ class FakeSynth:
         self.texts.append(text)
         self.clock.advance(0.03)
         yield np.full(len(text) * 100, 0.1, dtype=np.float32)
+
+
+def concept_vectors(concepts: dict[str, tuple[str, ...]], texts: Sequence[str]) -> np.ndarray:
+    """A fake sentence encoder's vectors: per text, the normalised sum of the ``concepts`` whose words it contains (a
+    last axis when none): cosine 1 between texts about the same things, 0 between texts about different things."""
+    out = np.zeros((len(texts), len(concepts) + 1), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for axis, words in enumerate(concepts.values()):
+            out[row, axis] = sum(word in text.lower() for word in words)
+        out[row, -1] = 0.0 if out[row].any() else 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)

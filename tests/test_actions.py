@@ -234,7 +234,7 @@ def test_config_check_names_an_unreadable_secret_and_an_undeclared_action(tmp_pa
 def test_the_appliance_wires_a_read_out_action_to_the_webhook(tmp_path: Path, kiosk, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The composition root's :func:`subscribe_actions` on a real bus and outbox: the staff-call entry read out by
     the real kiosk reaches a real receiver on loopback, signed."""
-    from edgevoice.app import subscribe_actions
+    from edgevoice.wiring.actions import subscribe_actions
     from tests.notify_receiver import SECRET, Receiver
 
     receiver = Receiver()

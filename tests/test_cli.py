@@ -13,6 +13,7 @@ import pytest
 import soundfile as sf
 
 from tests.conftest import wer, words
+from tests.test_model_tamper import defaults_with_own_vad
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "question.wav"
@@ -135,12 +136,7 @@ def test_corrupt_model_file_is_refused_with_its_name(tmp_path: Path, store) -> N
 @pytest.mark.models
 def test_checksum_mismatch_names_file_and_both_hashes(tmp_path: Path, store) -> None:  # type: ignore[no-untyped-def]
     models = tmp_path / "models"
-    models.mkdir()
-    for spec in store.manifest.defaults():
-        for output in spec.outputs:
-            (models / output.file).symlink_to(store.models_dir / output.file)
-    vad = models / "silero_vad.onnx"
-    vad.unlink()
+    vad = defaults_with_own_vad(store, models)
     data = bytearray((store.models_dir / "silero_vad.onnx").read_bytes())
     data[-1] ^= 0xFF
     vad.write_bytes(bytes(data))

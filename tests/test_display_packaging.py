@@ -14,23 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_packaging import unit_settings
+
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "packaging" / "edgevoice-display.service"
 STATIC = ROOT / "edgevoice" / "display" / "static"
 PAGE = "http://127.0.0.1:8470/"
 
 
-def unit_settings() -> dict[str, list[str]]:
-    settings: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        if line and not line.startswith(("#", "[")):
-            key, _, value = line.partition("=")
-            settings.setdefault(key, []).append(value)
-    return settings
-
-
 def test_the_unit_starts_chromium_full_screen_on_the_page_and_restarts_it() -> None:
-    s = unit_settings()
+    s = unit_settings(UNIT)
     (command,) = s["ExecStart"]
     program, *flags = shlex.split(command)
     assert program == "/usr/bin/chromium"
@@ -48,7 +41,7 @@ def test_the_units_wait_returns_once_the_page_listens() -> None:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
         port = listener.getsockname()[1]
-        (wait,) = unit_settings()["ExecStartPre"]
+        (wait,) = unit_settings(UNIT)["ExecStartPre"]
         command = shlex.split(wait.replace("/8470", f"/{port}").replace("sleep 2", "sleep 0.05"))
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:

@@ -9,8 +9,9 @@ import pytest
 
 from edgevoice.data import sample_knowledge, sample_persona
 from edgevoice.events import ChatMessage
+from edgevoice.kiosk.follow_up import follows_up
 from edgevoice.kiosk.grounded_model import previous_question
-from edgevoice.kiosk.grounding import Kiosk, follows_up
+from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import conversation
 

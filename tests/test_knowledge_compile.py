@@ -34,7 +34,7 @@ from edgevoice.kiosk.matching import Matcher
 from edgevoice.knowledge_compile import KnowledgeCompile
 from edgevoice.models.store import ModelStore
 from tests.admin_fakes import kiosk_config
-from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad
+from tests.fakes import FakeLlm, FakeRecognizer, FakeSynth, FakeVad, concept_vectors
 
 ATM = Entry("Is there an ATM?", "Yes, a cash machine is by the main door.")
 CHAPEL = Entry("Is there a chapel?", "Yes, the chapel is on the second floor, open all day.")
@@ -56,12 +56,7 @@ class ConceptEmbedder:
     identity = "concepts"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), len(CONCEPTS) + 1), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for axis, words in enumerate(CONCEPTS.values()):
-                out[row, axis] = sum(word in text.lower() for word in words)
-            out[row, -1] = 0.0 if out[row].any() else 1.0
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        return concept_vectors(CONCEPTS, texts)
 
 
 class FakeGenerator:

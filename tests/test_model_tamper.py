@@ -24,8 +24,9 @@ def edgevoice(*args: str, models: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_model_corrupted_in_place_is_refused_by_config_check_and_converse(tmp_path: Path, store: Any) -> None:
-    models = tmp_path / "models"
+def defaults_with_own_vad(store: Any, models: Path) -> Path:
+    """``models`` made a models directory of the installed defaults, linked, but for the VAD's file: a copy, which a
+    test may change; its path."""
     models.mkdir()
     for spec in store.manifest.defaults():
         for output in spec.outputs:
@@ -33,6 +34,12 @@ def test_a_model_corrupted_in_place_is_refused_by_config_check_and_converse(tmp_
     vad = models / "silero_vad.onnx"
     vad.unlink()
     vad.write_bytes((store.models_dir / "silero_vad.onnx").read_bytes())
+    return vad
+
+
+def test_a_model_corrupted_in_place_is_refused_by_config_check_and_converse(tmp_path: Path, store: Any) -> None:
+    models = tmp_path / "models"
+    vad = defaults_with_own_vad(store, models)
     expected = store.manifest.models["silero-vad"].outputs[0].sha256
     config = config_from_dict({"models": {"dir": str(models)}})
     assert check_config(config, devices=False).ok  # verified once, stamped

@@ -20,10 +20,10 @@ UNIT = PACKAGING / "edgevoice.service"
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd)")
 
 
-def unit_settings() -> dict[str, list[str]]:
-    """The unit's assignments (a key may repeat), comments and section headers left out."""
+def unit_settings(unit: Path = UNIT) -> dict[str, list[str]]:
+    """The assignments of ``unit`` (a systemd unit file; a key may repeat), comments and section headers left out."""
     settings: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
+    for line in unit.read_text().splitlines():
         if line and not line.startswith(("#", "[")):
             key, _, value = line.partition("=")
             settings.setdefault(key, []).append(value)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edgevoice.data import sample_persona
-from edgevoice.kiosk import matching
+from edgevoice.kiosk import direct_answers
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.matching import Matcher
 from edgevoice.kiosk.read_out import FEATURES, ReadOut, fit, ranking_features
@@ -69,8 +69,8 @@ def test_the_gate_reads_out_what_the_rules_left_to_the_model_only_for_its_own_en
 ) -> None:
     # the rules' own read-out by meaning off: on the fake encoder every match is exact, and the question is then
     # the model's (passed by the gate, read out by no rule)
-    monkeypatch.setattr(matching, "SEMANTIC_DIRECT", 2.0)
-    monkeypatch.setattr(matching, "SEMANTIC_SAME", 2.0)  # and its read-out of a question said again
+    monkeypatch.setattr(direct_answers, "SEMANTIC_DIRECT", 2.0)
+    monkeypatch.setattr(direct_answers, "SEMANTIC_SAME", 2.0)  # and its read-out of a question said again
     question = "Is photography with a camera allowed?"
     rules = Kiosk(sample_persona(), FAKE_KNOWLEDGE, embedder=NamedConceptEmbedder(), learned_read_out=False)
     assert rules.ground(question).known and rules.ground(question).direct is None

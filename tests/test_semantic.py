@@ -21,6 +21,7 @@ from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, conversation
 from edgevoice.kiosk.semantic import SemanticIndex, venue_name_pattern
+from tests.fakes import concept_vectors
 from tests.test_knowledge import DEV_IN, DEV_IN_3, DEV_NEAR, DEV_OUT, DEV_OUT_3, RecordingLlm
 
 SAMPLE_KNOWLEDGE = sample_knowledge()
@@ -46,12 +47,7 @@ class ConceptEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append(list(texts))
-        out = np.zeros((len(texts), len(CONCEPTS) + 1), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for axis, words in enumerate(CONCEPTS.values()):
-                out[row, axis] = sum(word in text.lower() for word in words)
-            out[row, -1] = 0.0 if out[row].any() else 1.0
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        return concept_vectors(CONCEPTS, texts)
 
 
 FAKE_KNOWLEDGE = "Can I take photos? Yes, without flash.\nWhere are the toilets? On every floor.\n"

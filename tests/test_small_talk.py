@@ -20,6 +20,7 @@ from edgevoice.kiosk.grounding_types import Verdict
 from edgevoice.kiosk.prompt import conversation
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.small_talk import SmallTalk
+from tests.fakes import concept_vectors
 
 PERSONA = (
     "You are Otto, the friendly voice assistant in the lobby of the Hotel Seabright. Guests speak to you and hear "
@@ -213,12 +214,7 @@ class ConceptEmbedder:
     texts about the same things, 0 between texts about different things, 0.71 when one of two is shared."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), len(CONCEPTS) + 1), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for axis, said in enumerate(CONCEPTS.values()):
-                out[row, axis] = sum(w in text.lower() for w in said)
-            out[row, -1] = 0.0 if out[row].any() else 1.0
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        return concept_vectors(CONCEPTS, texts)
 
 
 MEANING_TABLE = """\

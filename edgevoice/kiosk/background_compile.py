@@ -26,6 +26,7 @@ from edgevoice.kiosk.compiled import CompileCache, knowledge_digest
 from edgevoice.kiosk.compiler import COUNT, Generated, Generator, GeneratorPaused, Stopped, check_questions, generate
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.matching import Matcher
+from edgevoice.priority import wait_idle
 from edgevoice.thread_names import name_this_thread
 
 __all__ = ["MAX_ENTRIES", "BackgroundCompile", "CompileProgress", "CompileStopped", "run_compile"]
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 MAX_ENTRIES: int = int(data.table("kiosk/compile.toml")["max_entries"])
 """At most this many entries are compiled, the first in file order; the others are matched as written."""
-IDLE_POLL_S = 0.1
 
 
 CompileStopped = Stopped
@@ -166,10 +166,7 @@ class BackgroundCompile:
         return self._stop.is_set() or (self.idle is not None and not self.idle())
 
     def go_on(self) -> bool:
-        while self.idle is not None and not self.idle():
-            if self._stop.wait(IDLE_POLL_S):
-                return False
-        return not self._stop.is_set()
+        return wait_idle(self.idle, self._stop)
 
     def _run(self) -> None:
         name_this_thread("ev-compile")

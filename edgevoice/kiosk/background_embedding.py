@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 
 from edgevoice import data
 from edgevoice.kiosk.embedding_cache import EmbeddingStopped
-from edgevoice.priority import lower_this_thread
+from edgevoice.priority import lower_this_thread, wait_idle
 from edgevoice.thread_names import name_this_thread
 
 __all__ = ["CHUNK", "EMBEDDING_NICE", "EMBED_NOW_TEXTS", "BackgroundEmbedding"]
@@ -43,7 +43,6 @@ EMBEDDING_NICE = 0
 """How much lower the background embedding runs than the rest (nice): not at all. It holds the GIL between its numpy
 products, and a thread at a lower priority put to sleep while holding it would keep the audio callbacks waiting
 (priority inversion, as for the compute threads of :mod:`edgevoice.priority`); it runs between turns only."""
-IDLE_POLL_S = 0.1
 
 T = TypeVar("T")
 
@@ -80,10 +79,7 @@ class BackgroundEmbedding(Generic[T]):
 
     def go_on(self) -> bool:
         """Wait while the appliance is busy; False once :meth:`close` was called."""
-        while self.idle is not None and not self.idle():
-            if self._stop.wait(IDLE_POLL_S):
-                return False
-        return not self._stop.is_set()
+        return wait_idle(self.idle, self._stop)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end (at most ``timeout`` seconds); whether the work was completed and handed over."""

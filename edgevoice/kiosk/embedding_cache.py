@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from edgevoice.atomic_write import replacing
 
-__all__ = ["MAX_ROWS", "EmbeddingCache", "EmbeddingStopped", "encoder_identity"]
+__all__ = ["MAX_ROWS", "EmbeddingCache", "EmbeddingStopped", "encoder_identity", "stored_embed"]
 
 log = logging.getLogger(__name__)
 
@@ -200,3 +200,14 @@ class EmbeddingCache:
                 self.path,
                 exc.strerror or exc,
             )
+
+
+def stored_embed(embedder: _Embedder | None, directory: Path | None) -> Callable[[Sequence[str]], Floats] | None:
+    """``embedder``'s texts to vectors, through the on-disk cache in ``directory`` when there is one."""
+    if embedder is None:
+        return None
+    identity = encoder_identity(embedder)
+    if directory is None or identity is None:
+        return embedder.embed
+    stored = EmbeddingCache(directory, identity)
+    return lambda texts: stored.embed(embedder, texts)

@@ -38,12 +38,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgevoice import data
 from edgevoice.interfaces import LanguageModel
 from edgevoice.kiosk.answer_types import without_yes_no
 from edgevoice.kiosk.background_embedding import EMBED_NOW_TEXTS
 from edgevoice.kiosk.credentials import answers_secret, asks_secret, persona_without_secrets
-from edgevoice.kiosk.embedding_cache import EmbeddingCache, encoder_identity
+from edgevoice.kiosk.embedding_cache import stored_embed
+from edgevoice.kiosk.follow_up import follows_up
 from edgevoice.kiosk.grounded_model import GroundedModel
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.instructions import without_instructions
@@ -54,6 +54,7 @@ from edgevoice.kiosk.knowledge import (
     example_turns,
     parse_knowledge,
     venue_vocabulary,
+    with_asked,
 )
 from edgevoice.kiosk.matching import NEAR_MISS_TOLD, Matcher
 from edgevoice.kiosk.prompt import DONT_KNOW, DONT_KNOW_BUT, prefix_messages, question_with_facts
@@ -61,7 +62,7 @@ from edgevoice.kiosk.read_out import ReadOut
 from edgevoice.kiosk.reply_check import ReplyCheck
 from edgevoice.kiosk.retrieval import terms
 from edgevoice.kiosk.semantic import Embedder, SemanticIndex
-from edgevoice.kiosk.small_talk import Embed, Floats, SmallTalk
+from edgevoice.kiosk.small_talk import Floats, SmallTalk
 from edgevoice.kiosk.sounds import Phonemize, SoundLexicon
 from edgevoice.paths import default_cache_dir
 from edgevoice.words import words
@@ -71,20 +72,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GROUNDED_KEPT", "Kiosk", "with_asked"]
+__all__ = ["GROUNDED_KEPT", "Kiosk"]
 
 GROUNDED_KEPT = 32
 """The groundings of this many recent questions are kept (a speculative question is grounded twice)."""
-
-
-def with_asked(entries: Sequence[Entry], asked: Mapping[str, Sequence[str]]) -> list[Entry]:
-    """``entries`` with the questions ``asked`` gives for each one's :attr:`Entry.key` added to its
-    :attr:`Entry.asked` (those it has already left out)."""
-    out = []
-    for entry in entries:
-        more = tuple(q for q in dict.fromkeys(asked.get(entry.key, ())) if q not in entry.asked)
-        out.append(replace(entry, asked=entry.asked + more) if more else entry)
-    return out
 
 
 class Kiosk:
@@ -186,7 +177,7 @@ class Kiosk:
         """Recent groundings, by question and whether they were by meaning (the background embedding may end)."""
         self._grounded_lock = threading.Lock()
         self.embedder = embedder
-        self.chat = SmallTalk.load(persona, small_talk_file, embed=_stored_embed(embedder, embedding_cache))
+        self.chat = SmallTalk.load(persona, small_talk_file, embed=stored_embed(embedder, embedding_cache))
         """Greetings, thanks, "who are you?" and the like, answered in the persona without the model."""
 
     @classmethod
@@ -278,11 +269,11 @@ class Kiosk:
 
     def ground_follow_up(self, question: str, previous: str | None) -> Grounding:
         """:meth:`ground` for ``question`` asked right after ``previous`` (the visitor's last question, None when
-        there was none). A follow-up (:func:`follows_up`: "And on Sundays?", "What about children?") is grounded
-        together with the previous question too, and the pair is taken when it finds an answer to read out that the
-        question alone does not, and that answer's entry has every word the follow-up adds: the previous question
-        names the subject, and a follow-up that asks about something else must not have that subject's answer read
-        out."""
+        there was none). A follow-up (:func:`~edgevoice.kiosk.follow_up.follows_up`: "And on Sundays?", "What about
+        children?") is grounded together with the previous question too, and the pair is taken when it finds an answer
+        to read out that the question alone does not, and that answer's entry has every word the follow-up adds: the
+        previous question names the subject, and a follow-up that asks about something else must not have that
+        subject's answer read out."""
         alone = self.ground(question)
         if not previous or alone.small_talk is not None or alone.direct is not None or not follows_up(question):
             return alone
@@ -380,24 +371,3 @@ class Kiosk:
     def grounded(self, llm: LanguageModel) -> GroundedModel:
         """``llm`` behind this kiosk's grounding."""
         return GroundedModel(llm, self)
-
-
-FOLLOW_UP_OPENERS = tuple(tuple(words(o)) for o in data.table("en/follow_up.toml")["openers"])
-"""How a follow-up starts ("and", "what about"; ``edgevoice/data/en/follow_up.toml``)."""
-
-
-def follows_up(question: str) -> bool:
-    """Whether ``question`` leans on the one before it: it starts with a follow-up's opener ("And on Sundays?")."""
-    said = words(question)
-    return any(tuple(said[: len(o)]) == o for o in FOLLOW_UP_OPENERS)
-
-
-def _stored_embed(embedder: Embedder | None, directory: Path | None) -> Embed | None:
-    """``embedder``'s texts to vectors, through the on-disk cache in ``directory`` when there is one."""
-    if embedder is None:
-        return None
-    identity = encoder_identity(embedder)
-    if directory is None or identity is None:
-        return embedder.embed
-    stored = EmbeddingCache(directory, identity)
-    return lambda texts: stored.embed(embedder, texts)

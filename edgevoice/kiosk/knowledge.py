@@ -24,8 +24,8 @@ import hashlib
 import logging
 import re
 import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from edgevoice import data
 from edgevoice.config import MAX_KNOWLEDGE_BYTES
@@ -47,6 +47,7 @@ __all__ = [
     "is_toml",
     "parse_knowledge",
     "venue_vocabulary",
+    "with_asked",
 ]
 
 log = logging.getLogger(__name__)
@@ -275,3 +276,13 @@ def example_turns(entries: Sequence[Entry], n: int) -> list[tuple[str, str]]:
         return []
     step = len(asked) / min(n, len(asked))
     return [(asked[int(i * step)].question, asked[int(i * step)].answer) for i in range(min(n, len(asked)))]
+
+
+def with_asked(entries: Sequence[Entry], asked: Mapping[str, Sequence[str]]) -> list[Entry]:
+    """``entries`` with the questions ``asked`` gives for each one's :attr:`Entry.key` added to its
+    :attr:`Entry.asked` (those it has already left out)."""
+    out = []
+    for entry in entries:
+        more = tuple(q for q in dict.fromkeys(asked.get(entry.key, ())) if q not in entry.asked)
+        out.append(replace(entry, asked=entry.asked + more) if more else entry)
+    return out

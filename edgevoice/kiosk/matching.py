@@ -5,21 +5,22 @@ entry answers it outright.
   below ``grounding_threshold``) is answered with :data:`~edgevoice.kiosk.prompt.DONT_KNOW` without running the
   model: a small model says "I don't know" unreliably, a lexical gate never invents. It cannot tell a near miss from
   a paraphrase, so its threshold is low and the model declines near misses itself.
-* **Direct answers**: a question one entry answers outright (the entry contains every word of the question and no
-  other entry rivals it) gets the entry's answer as the operator wrote it, without the model.
+* **Direct answers** (:mod:`edgevoice.kiosk.direct_answers`): a question one entry answers outright (the entry
+  contains every word of the question and no other entry rivals it) gets the entry's answer as the operator wrote it,
+  without the model.
 * **Semantic matching** (with an :class:`~edgevoice.kiosk.semantic.Embedder`): a paraphrase that shares no word with
   its entry passes the gate when it is close enough in meaning (:data:`SEMANTIC_KNOWN`); a question far from every
   entry (:data:`SEMANTIC_UNRELATED`) is stopped even if it shares a word; entries are ranked by meaning first, words
   second. A near miss is as close in meaning to its entry as a paraphrase, but further from the entry's answer than
   the entry's own question is: a question clearly closest to one entry, and at least as close to its answer as that
-  entry's question, gets the answer directly (:data:`SEMANTIC_DIRECT_RELEVANCE`). A question that asks for a price,
-  a number, a duration, a time or a person its best entry does not give is a near miss too
-  (:mod:`edgevoice.kiosk.answer_types`).
+  entry's question, gets the answer directly (:data:`~edgevoice.kiosk.direct_answers.SEMANTIC_DIRECT_RELEVANCE`). A
+  question that asks for a price, a number, a duration, a time or a person its best entry does not give is a near
+  miss too (:mod:`edgevoice.kiosk.answer_types`).
 * **Other ways of asking** (:attr:`Entry.asked <edgevoice.kiosk.knowledge.Entry.asked>`, from the operator's review
   or the compiled knowledge) count as the entry's own question: by meaning (its closest question decides its
   similarity and is the near-miss reference: :class:`~edgevoice.kiosk.semantic.SemanticIndex`), by words (they join
   its document: :func:`~edgevoice.kiosk.retrieval.document`) and for a direct answer; a question that says one of an
-  entry's questions again (:data:`SEMANTIC_SAME`) gets its answer.
+  entry's questions again (:data:`~edgevoice.kiosk.direct_answers.SEMANTIC_SAME`) gets its answer.
 * **The learned read-out** (:mod:`edgevoice.kiosk.read_out`): a question the gate lets through and no rule reads
   out gets its best entry's answer when a logistic decision over the ranking's features, fitted on the benchmark
   venues' development halves for this encoder, is confident that entry answers it; otherwise it goes to the model.
@@ -41,6 +42,7 @@ import numpy as np
 
 from edgevoice.kiosk.answer_types import lacks_asked, without_yes_no
 from edgevoice.kiosk.background_embedding import CHUNK, EMBED_NOW_TEXTS, BackgroundEmbedding
+from edgevoice.kiosk.direct_answers import lexical_direct, said_again, semantic_direct
 from edgevoice.kiosk.embedding_cache import EmbeddingCache, EmbeddingStopped, encoder_identity
 from edgevoice.kiosk.grounding_types import Grounding
 from edgevoice.kiosk.knowledge import Entry
@@ -54,35 +56,16 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Matcher"]
 
-DIRECT_COVERAGE = 0.999
-"""A direct answer needs an entry that contains every (idf-weighted) word of the question."""
-DIRECT_MARGIN = 1.5
-"""... and a BM25 score this many times that of any other entry that contains them all."""
-DIRECT_QUESTION_SHARE = 0.4
-"""... and whose own question (or keywords) holds this idf-weighted share of the question's words."""
 SEMANTIC_KNOWN = 0.44
 """A question at least this close in meaning (cosine) to an entry passes the gate whatever its words."""
 SEMANTIC_KNOWN_LENIENT = 0.40
 """The same with ``[kiosk] gate = "lenient"``, which has no near-miss rule (:data:`SEMANTIC_UNANSWERED`)."""
 SEMANTIC_UNRELATED = 0.25
 """A question less close than this to every entry gets "I don't know" even if it shares a word with one."""
-SEMANTIC_DIRECT = 0.45
-"""A direct answer by meaning: the entry is at least this close to the question, ..."""
-SEMANTIC_DIRECT_MARGIN = 0.15
-"""... no other entry comes within this of it, ..."""
-SEMANTIC_DIRECT_RELEVANCE = 0.0
-"""... and its answer is at least this much closer to the question than to the entry's own question (a paraphrase
-asks what the answer says; a near miss asks something else about the same thing)."""
 SEMANTIC_UNANSWERED = -0.15
 """A question the best entry does not answer outright gets "I don't know" when that entry's answer is further than
 this from it, compared with the entry's own question: it asks about the entry's subject something the entry does
 not say."""
-SEMANTIC_SAME = 0.92
-"""A question at least this close in meaning to one of an entry's questions (its own or one visitors were seen to ask
-it: :attr:`Entry.asked <edgevoice.kiosk.knowledge.Entry.asked>`) is that question said again: it gets that entry's
-answer directly, ..."""
-SEMANTIC_SAME_MARGIN = 0.05
-"""... when no other entry comes within this of it."""
 RANK_LEXICAL_WEIGHT = 0.25
 """Entries are ranked by similarity plus this times their lexical coverage: meaning first, shared words break
 near ties."""
@@ -321,11 +304,13 @@ class Matcher:
             return Grounding(True, coverage, entries, similarity=best, question=question, margin=margin)
         known = self.grounding_threshold <= 0.0 or best >= (SEMANTIC_KNOWN_LENIENT if self.lenient else SEMANTIC_KNOWN)
         known = known or (coverage >= self.grounding_threshold and best >= SEMANTIC_UNRELATED)
-        direct = (
-            self._direct(question, matches)
-            or self._said_again(order, similarity, relevance)
-            or self._semantic_direct(order, similarity, relevance)
-        )
+        direct = self._direct(question, matches)
+        if self.direct_answers:
+            direct = (
+                direct
+                or said_again(self.entries, order, similarity, relevance, unanswered=SEMANTIC_UNANSWERED)
+                or semantic_direct(self.entries, order, similarity, relevance)
+            )
         near_miss = self.grounding_threshold > 0.0 and not self.lenient and relevance[order[0]] < SEMANTIC_UNANSWERED
         if direct is None and near_miss:
             known = False  # a near miss: about an entry's subject, but not what its answer says
@@ -366,51 +351,9 @@ class Matcher:
             lacks_asked(question, entry.answer, asked) for asked in (entry.question, *entry.asked)
         )
 
-    def _said_in(self, question: str, index: int) -> bool:
-        """Every word of the question (but the persona's) is in the entry as said (its asked questions too): no near
-        spellings."""
-        return set(terms(question)) - self.persona_terms <= self._terms[index]
-
-    def _said_again(self, order: Sequence[int], similarity: np.ndarray, relevance: np.ndarray) -> str | None:
-        """The answer of the entry one of whose questions (its own or an asked one) the question says again
-        (:data:`SEMANTIC_SAME`), when no other entry comes near and it is no near miss (:data:`SEMANTIC_UNANSWERED`:
-        "how old is the whale?" may sit as close to "where is the whale?" as a rewording does)."""
-        if not self.direct_answers or not order or not self.entries[order[0]].answer:
-            return None
-        best = order[0]
-        runner_up = max((float(similarity[i]) for i in order[1:]), default=-1.0)
-        if similarity[best] < SEMANTIC_SAME or similarity[best] - runner_up < SEMANTIC_SAME_MARGIN:
-            return None
-        return self.entries[best].answer if relevance[best] >= SEMANTIC_UNANSWERED else None
-
-    def _semantic_direct(self, order: Sequence[int], similarity: np.ndarray, relevance: np.ndarray) -> str | None:
-        """The answer of the entry closest in meaning, when it is close, no other entry comes near, and its answer
-        fits the question at least as well as the question it was written for."""
-        if not self.direct_answers or not order or not self.entries[order[0]].question:
-            return None
-        best = order[0]
-        runner_up = max((float(similarity[i]) for i in order[1:]), default=-1.0)
-        if similarity[best] < SEMANTIC_DIRECT or similarity[best] - runner_up < SEMANTIC_DIRECT_MARGIN:
-            return None
-        return self.entries[best].answer if relevance[best] >= SEMANTIC_DIRECT_RELEVANCE else None
-
     def _direct(self, question: str, matches: Sequence[Match]) -> str | None:
-        """The best entry's answer when it contains every word of the question as said (no near spellings), has a
-        question of its own that shares the question's main words (so its answer was written as a reply to this
-        kind of question, not merely mentions them), and clearly outranks every other entry that covers it all."""
-        if not self.direct_answers or not matches or matches[0].coverage < DIRECT_COVERAGE:
+        """The direct answer by words (:func:`~edgevoice.kiosk.direct_answers.lexical_direct`), with direct answers
+        on."""
+        if not self.direct_answers:
             return None
-        best = self.entries[matches[0].index]
-        if not best.question or not best.answer:
-            return None
-        if not self._said_in(question, matches[0].index):
-            return None  # covered only through a near spelling of one of its words
-        asked = set(terms(question)) - self.persona_terms
-        weight = {t: self.index.idf.get(t, self.index.unseen_idf) for t in asked}
-        own = set(terms(" ".join((best.question, *best.keywords, *best.asked))))
-        if sum(w for t, w in weight.items() if t in own) < DIRECT_QUESTION_SHARE * sum(weight.values()):
-            return None  # the words are in its answer only: it mentions them, it was not written for them
-        rivals = [m for m in matches[1:] if m.coverage >= DIRECT_COVERAGE]
-        if rivals and rivals[0].score * DIRECT_MARGIN > matches[0].score:
-            return None  # two entries answer it about equally well: let the model choose and phrase
-        return best.answer
+        return lexical_direct(question, matches, self.entries, self.index, self._terms, self.persona_terms)

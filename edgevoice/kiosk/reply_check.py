@@ -38,7 +38,7 @@ ASKING_WORDS = frozenset(terms(" ".join(data.words("en/asking_words.txt"))))
 """Words a question asks with, naming no subject (``edgevoice/data/en/asking_words.txt``)."""
 ABOUT_MISSING_WORDS = 2
 """A question that shares a subject word with an entry is not about it when it names this many others the entry
-lacks (one is let through: "Which level is the whale hall on?")."""
+lacks (one is let through: "Which level is the concert hall on?")."""
 ABOUT_UNANCHORED_SIMILARITY = 0.45
 """A question that shares no word with an entry is about it only when at least this close in meaning (a
 paraphrase); one that shares a word is about it only when the entry has every other word it names."""

@@ -74,7 +74,7 @@ class SmallTalk:
         self, table: Mapping[str, Any], persona: str, *, source: str = DEFAULT_SMALL_TALK, embed: Embed | None = None
     ) -> None:
         """``table``: the parsed file (see its header); ``persona``: the kiosk's persona, whose name, role and
-        venue fill the replies' placeholders and whose words a small-talk question may carry ("hello Otto").
+        venue fill the replies' placeholders and whose words a small-talk question may carry ("hello Sam").
         ``embed``: the kiosk's sentence encoder, for small talk by meaning (None: the patterns alone decide)."""
         try:
             pattern = re.compile(str(table.get("persona", {}).get("pattern", "(?!)")))

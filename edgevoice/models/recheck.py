@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from edgevoice.errors import ModelChecksumError, ModelError
 from edgevoice.models.store import ModelStore
-from edgevoice.priority import lower_this_thread
+from edgevoice.priority import lower_this_thread, wait_idle
 
 __all__ = ["BackgroundRecheck", "recheck"]
 
@@ -29,10 +29,7 @@ def recheck(store: ModelStore, stop: threading.Event | None = None, *, idle: Cal
         try:
             with target.open("rb") as fh:
                 while chunk := fh.read(1 << 20):
-                    while idle is not None and not idle():
-                        if stop.wait(0.1):
-                            return False
-                    if stop.is_set():
+                    if not wait_idle(idle, stop):
                         return False
                     digest.update(chunk)
         except OSError as exc:

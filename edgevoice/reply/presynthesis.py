@@ -25,7 +25,7 @@ from edgevoice import paths
 from edgevoice.atomic_write import replacing
 from edgevoice.interfaces import FloatAudio
 from edgevoice.kiosk.prompt import ASK_AGAIN, DONT_KNOW, DONT_KNOW_BUT
-from edgevoice.priority import lower_this_thread
+from edgevoice.priority import lower_this_thread, wait_idle
 from edgevoice.reply.audio_cache import CachedSynthesizer, spoken_pieces
 from edgevoice.reply.bounds import ReplyBounds
 
@@ -40,7 +40,6 @@ PRESYNTHESIS_NICE = 10
 """How much lower the background synthesis runs than the rest (nice). Unlike the compute threads' (see
 :mod:`edgevoice.priority`), this thread holds the GIL hardly at all (the voice model runs in ONNX Runtime, which
 releases it), so lowering it cannot hold up the audio callbacks, and it yields to a turn that begins meanwhile."""
-IDLE_POLL_S = 0.1
 
 _NAME = re.compile(r"^[0-9a-f]{64}\.npz$")
 
@@ -188,10 +187,7 @@ class Presynthesis:
         return False
 
     def _wait_idle(self) -> bool:
-        while self.idle is not None and not self.idle():
-            if self._stop.wait(IDLE_POLL_S):
-                return False
-        return not self._stop.is_set()
+        return wait_idle(self.idle, self._stop)
 
     def _run(self) -> None:
         lower_this_thread(self.nice)

@@ -119,7 +119,7 @@ _FRACTIONS = {
 }
 
 _NUMBER = r"\d+(?:[.,]\d+)*"
-_STREET = re.compile(r"\b([A-Z][a-z]+\s+)St\.")  # "Quay St." is a street; "St. Mary" a saint
+_STREET = re.compile(r"\b([A-Z][a-z]+\s+)St\.")  # "High St." is a street; "St. Mary" a saint
 _PHONE = re.compile(r"(?<![\w.])\+?\d{2,4}(?:[ -]\d{2,4}){1,4}(?!\w|[.,]\d)")
 _RANGE = re.compile(
     rf"(\b(?:\d+(?::\d\d)?\s?(?:am|pm|a\.m\.|p\.m\.|st|nd|rd|th|h)?|{_DAYS}))\s?[-–—]\s?(?=\d|{_DAYS})", re.I

@@ -105,13 +105,8 @@ def run_session(
                 audio = np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), utterance.audio()])
                 played.append((audio, mic_rec.samples))
                 pulse.play(audio, sink="mic").wait()
-                turn = app.next("turn", TURN_TIMEOUT_S)
-                result.turns.append(turn)
-                progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
-                rest = app.maybe_next("turn", SPLIT_WAIT_S) if utterance.paused else None
-                result.split.append(rest is not None)
+                rest = _collect_turn(app, result, i, utterance, progress)
                 if rest is not None:
-                    result.extra_turns.append(rest)
                     progress(f"  answered in two halves; then {rest.get('transcript')!r} -> {rest.get('reply')!r}")
                 spk_rec.wait_more(0.8)  # the reply has left the ring; the device plays its buffer out
             app.stop()
@@ -119,6 +114,21 @@ def run_session(
         mic, spk = mic_rec.stop(), spk_rec.stop()
     result.speaker_side_s = speaker_side(mic, spk, offset, played)
     return result
+
+
+def _collect_turn(
+    app: ApplianceProcess, result: SessionResult, i: int, utterance: Utterance, progress: Callable[[str], None]
+) -> Record | None:
+    """The turn record of utterance ``i`` (just played) into ``result``, and for an utterance with a pause in it the
+    second turn it may have been split into (returned too; None: not split)."""
+    turn = app.next("turn", TURN_TIMEOUT_S)
+    result.turns.append(turn)
+    progress(f"turn {i}/{len(result.utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
+    rest = app.maybe_next("turn", SPLIT_WAIT_S) if utterance.paused else None
+    result.split.append(rest is not None)
+    if rest is not None:
+        result.extra_turns.append(rest)
+    return rest
 
 
 def speaker_side(
@@ -155,13 +165,7 @@ def _hardware_session(
                 while position[0] < len(queue) and time.monotonic() < deadline:
                     time.sleep(0.05)
                 time.sleep(speaker.latency + 0.1)
-            turn = app.next("turn", TURN_TIMEOUT_S)
-            result.turns.append(turn)
-            progress(f"turn {i}/{len(utterances)}: {turn.get('transcript')!r} -> {turn.get('reply')!r}")
-            rest = app.maybe_next("turn", SPLIT_WAIT_S) if utterance.paused else None
-            result.split.append(rest is not None)
-            if rest is not None:
-                result.extra_turns.append(rest)
+            _collect_turn(app, result, i, utterance, progress)
             time.sleep(0.8)  # the turn record comes once the reply has been played
         app.stop()
         result.stopped = app.next("stopped", 10.0)
