@@ -41,9 +41,17 @@ model needs them to reach it."""
 
 @contextmanager
 def appliance(
-    pulse: PulseServer, store, tmp_path: Path, *, env: dict[str, str] | None = None, config: str = ""
-) -> Iterator[ApplianceProcess]:  # type: ignore[no-untyped-def]
-    pulse.add_echo(delay_ms=40, gain_db=-10.0)
+    pulse: PulseServer,
+    store,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    config: str = "",
+    echo: bool = True,
+) -> Iterator[ApplianceProcess]:
+    """``edgevoice run`` in the PulseAudio room (its speaker echoed into the microphone unless not ``echo``)."""
+    if echo:
+        pulse.add_echo(delay_ms=40, gain_db=-10.0)
     environ = pulse.client_env(source="mic.monitor", sink="spk") | (env or {})
     environ["EDGEVOICE_MODELS_DIR"] = str(store.models_dir)
     path = tmp_path / "edgevoice.toml"

@@ -24,7 +24,7 @@ from edgevoice.selftest import measure
 from edgevoice.selftest.appliance import ApplianceProcess
 from tests.conftest import heard_share, wer
 from tests.display_stand_in import free_port
-from tests.test_faults import ROOT
+from tests.test_faults import appliance
 
 pytestmark = [pytest.mark.models, pytest.mark.audio, pytest.mark.slow]
 
@@ -37,16 +37,8 @@ def quiet_room(pulse: PulseServer, store, tmp_path: Path, config: str) -> Iterat
     """``edgevoice run`` in the room without an echo (tests/test_faults.py adds one): the echo canceller's first
     seconds of the kiosk's voice can cut what it says by its own echo (edgevoice/audio/capture.py, NearEndGate),
     which is the canceller's matter, not this test's."""
-    environ = pulse.client_env(source="mic.monitor", sink="spk")
-    environ["EDGEVOICE_MODELS_DIR"] = str(store.models_dir)
-    path = tmp_path / "edgevoice.toml"
-    path.write_text(config, encoding="utf-8")
-    process = ApplianceProcess(environ, ("--config", str(path)), cwd=ROOT)
-    try:
-        process.next("ready", timeout=180)
+    with appliance(pulse, store, tmp_path, config=config, echo=False) as process:
         yield process
-    finally:
-        process.close()
 
 
 async def connected(port: int, timeout: float = 60.0) -> AsyncTcpClient:
