@@ -509,9 +509,9 @@ def test_the_page_loads_nothing_from_elsewhere(stand_in: StandIn, browser: DevTo
 def test_chromium_with_the_kiosk_units_flags_opens_the_page(stand_in: StandIn, tmp_path: Path) -> None:
     """The flags of packaging/edgevoice-display.service, headless, on the stand-in's address instead of 8470 (its URL
     given plainly: headless chromium opens no ``--app`` window to dump)."""
-    from tests.test_display_packaging import PAGE, unit_settings
+    from tests.test_display_packaging import PAGE, UNIT, unit_settings
 
-    program, *flags = shlex.split(unit_settings()["ExecStart"][0])
+    program, *flags = shlex.split(unit_settings(UNIT)["ExecStart"][0])
     assert f"--app={PAGE}" in flags
     flags.remove(f"--app={PAGE}")
     dom = subprocess.run(
