@@ -24,7 +24,7 @@ from edgevoice.audio.files import to_model_rate
 from edgevoice.config.wyoming import WyomingConfig
 from edgevoice.errors import EdgeVoiceError
 from edgevoice.wyoming_server.engine_desk import EngineDesk
-from edgevoice.wyoming_server.protocol import Limits, Refused, read_event, refusal
+from edgevoice.wyoming_server.protocol import Limits, Refused, close_lingering, read_event, refusal
 
 __all__ = ["KIOSK_VOICE", "ClientHandler", "Served"]
 
@@ -74,6 +74,7 @@ class ClientHandler:
             log.info("wyoming: refused a client's request (%s): %s", exc.code, exc)
             with contextlib.suppress(ConnectionError):
                 await self.write(refusal(exc))
+            await close_lingering(self.reader, self.writer)  # it may still be sending what was refused
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client left mid-event: nothing of it is kept
         finally:

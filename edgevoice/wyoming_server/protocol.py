@@ -4,13 +4,14 @@ line, its data and its payload each have a limit, and a peer past one is told wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 
 from wyoming.error import Error
 from wyoming.event import Event
 
-__all__ = ["Limits", "Refused", "read_event", "refusal"]
+__all__ = ["LINGER_S", "Limits", "Refused", "close_lingering", "read_event", "refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +77,24 @@ async def read_event(reader: asyncio.StreamReader, limits: Limits) -> Event | No
         data.update(more)
     payload = await reader.readexactly(payload_length) if payload_length else None
     return Event(type=header["type"], data=data, payload=payload)
+
+
+LINGER_S = 1.0
+"""How long a refused client's last bytes are read and dropped before its connection is closed."""
+
+
+async def close_lingering(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Close a refused client's connection without resetting it: stop writing, then read and drop what it still
+    sends for up to :data:`LINGER_S`, so the kernel does not answer its unread bytes with a reset that loses the
+    refusal (an HTTP server's lingering close)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LINGER_S
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError, asyncio.IncompleteReadError):
+        if writer.can_write_eof():
+            writer.write_eof()
+        while (left := deadline - loop.time()) > 0:
+            if not await asyncio.wait_for(reader.read(65536), left):
+                break
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()

@@ -15,7 +15,7 @@ from wyoming.event import async_write_event
 from edgevoice.errors import ConfigError
 from edgevoice.thread_names import name_this_thread
 from edgevoice.wyoming_server.handler import ClientHandler, Served
-from edgevoice.wyoming_server.protocol import Refused, refusal
+from edgevoice.wyoming_server.protocol import Refused, close_lingering, refusal
 
 __all__ = ["WyomingServer"]
 
@@ -78,7 +78,7 @@ class WyomingServer:
                 )
                 with contextlib.suppress(ConnectionError):
                     await async_write_event(refusal(busy), writer)
-                writer.close()
+                await close_lingering(reader, writer)
                 return
             task = asyncio.current_task()
             assert task is not None
