@@ -72,7 +72,7 @@ def said_again(
 ) -> str | None:
     """The answer of the entry one of whose questions (its own or an asked one) the question says again
     (:data:`SEMANTIC_SAME`), when no other entry comes near and it is no near miss (its relevance at least
-    ``unanswered``: "is the cloakroom free?" may sit as close to "where is the cloakroom?" as a rewording does)."""
+    ``unanswered``: "is X free?" may sit as close to "where is X?" as a rewording does)."""
     if not order or not entries[order[0]].answer:
         return None
     return clearly_best(

@@ -4,10 +4,10 @@ Three ways to write them, told apart by their content:
 
 * **Question and answer per line** (the sample venue): ``Where are the toilets? On every floor, next to the lifts.``
 * **Markdown**: a heading names a topic and every bullet, numbered item or paragraph under it is one entry
-  (``## Prices`` / ``- Adults 14 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
+  (``## Prices`` / ``- Day pass 20 euros``); ``Term: text`` and ``Q: ...`` / ``A: ...`` lines work too. Emphasis,
   links and code marks are dropped: the model must not learn markdown from its own prompt.
 * **Markdown tables**: each row is one entry named by its first cell, the other cells answer under their column's
-  heading (``| Visitor | Price |`` / ``| Adults | 14 euros |`` gives "Adults: Price: 14 euros").
+  heading (``| Item | Price |`` / ``| Day pass | 20 euros |`` gives "Day pass: Price: 20 euros").
 * **TOML**: ``[[qa]]`` tables with ``question``, ``answer`` and optional ``keywords`` (words visitors use that the
   answer does not contain, e.g. ``["restroom", "loo"]``) and ``asked`` (other ways visitors ask it).
 

@@ -6,7 +6,7 @@ marks for checking (see :mod:`edgevoice.kiosk.grounding`).
 A **value** (a word with a digit: a number, a time, a price, a code; or a name: a capitalised word inside a sentence)
 is checked against the *evidence*, the entries retrieved for this question, not the whole knowledge: a value is
 spoken only as an entry gives it, in a sentence about what that entry is about. "The admin password is 40 euros."
-has its value in the ticket entry, but "admin" and "password" are not that entry's words: unsupported. A value the
+has its value in the price entry, but "admin" and "password" are not that entry's words: unsupported. A value the
 question brought ("is the network now Wi-Fi 4.5?") or the persona holds is no evidence of itself.
 """
 
@@ -44,7 +44,7 @@ ABOUT_UNANCHORED_SIMILARITY = 0.45
 paraphrase); one that shares a word is about it only when the entry has every other word it names."""
 MOVED_WORDS = 2
 """A number is on another subject than the question's when the question names this many subject words that each
-entry giving it lacks (one is let through: "a ticket for my grandmother?" "Seniors pay 9 euros.")."""
+entry giving it lacks (one is let through: "a pass for my grandmother?" "Over-65s pay 12 euros.")."""
 VALUE_STRAY_WORDS = 2
 """A sentence that states a value its question's best entry gives is unsupported when this many of its content words
 are neither in the entries that give its values nor in the question (one is let through)."""
@@ -141,8 +141,8 @@ class ReplyCheck:
         give, the words (search terms) that tie the sentence to something else than those entries: a word that names
         a secret (:data:`~edgevoice.kiosk.credentials.SECRET_TERMS`); with the best entry (the first of
         ``evidence``, the one ``question`` was grounded on) among them, :data:`VALUE_STRAY_WORDS` words that neither
-        they nor the question have; with neighbours only, any word they lack ("Parking is 14 euros." with the
-        ticket entry's price); and a number that counts what the evidence counts with another number
+        they nor the question have; with neighbours only, any word they lack ("Parking is 20 euros." with the
+        day pass entry's price); and a number that counts what the evidence counts with another number
         (:func:`_miscounted`)."""
         texts = [
             (
