@@ -146,6 +146,33 @@ def test_an_unconfirmed_pause_resumes_after_the_confirmation_window(rings: tuple
     assert not playback.paused and gate.false_pauses == 1
 
 
+def test_after_an_unconfirmed_pause_the_level_stands_down_until_the_residue_stays_clear_of_it(
+    rings: tuple[SharedRing, SharedRing],
+) -> None:
+    _, spk = rings
+    playback = PlaybackControl(spk)
+    gate = NearEndGate(playback, level_db=-40.0, confirm_s=0.1, stand_down_s=0.2, recovery_margin_db=6.0)
+    gate.armed = True
+    for _ in range(11):  # the canceller lost the echo: its residue pauses the reply, the VAD hears no one
+        gate.feed(level(-30))
+    assert not playback.paused and gate.false_pauses == 1 and gate.standing_down
+    for db in (-20, -60, -36):  # residue louder still, or back near the level: the reply plays on
+        for _ in range(19):
+            gate.feed(level(db))
+    assert not playback.paused and gate.pauses == 1 and gate.standing_down
+    for _ in range(19):
+        gate.feed(level(-50))  # 190 ms clear of the level: not yet enough
+    gate.armed = False  # between replies nothing counts
+    for _ in range(50):
+        gate.feed(level(-60))
+    gate.armed = True
+    assert gate.standing_down
+    gate.feed(level(-50))  # 200 ms of the kiosk's voice clear of the level: the canceller has the echo again
+    assert not gate.standing_down
+    gate.feed(level(-30))
+    assert playback.paused and gate.pauses == 2
+
+
 def test_a_pause_is_lifted_by_the_flush_not_before_it(rings: tuple[SharedRing, SharedRing]) -> None:
     _, spk = rings
     playback = PlaybackControl(spk)

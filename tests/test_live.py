@@ -107,9 +107,11 @@ def test_three_turn_conversation_through_the_audio_stack(
         assert wer(question, str(turn["transcript"])) <= 0.2, turn
         # the kiosk's own voice, echoed into the microphone, did not interrupt it
         assert turn["reply"] and not turn["cancelled"], turn
-    # nor paused it for good: a pause is a half-second gap in the reply. On a loaded CI machine the canceller, not yet
-    # settled (attenuation 18.9 dB against 45-60 dB on a quiet one), let one pause through that the VAD then turned
-    # down: at most one such, and never a confirmed one (the canceller's settling under load is a defect of its own)
+    # nor paused it for good: a pause is a half-second gap in the reply. On loaded CI machines the canceller lost the
+    # echo (attenuation 18.9 and 26.8 dB against 40-50 on a quiet one: the room's delay moved) and its residue paused
+    # a reply that the VAD then resumed; after one such pause the level stands down (NearEndGate), so at most one,
+    # and never a confirmed one
+    print("\necho per reply:", [turn["echo"] for turn in turns])
     assert stopped["speaker_pauses"] == stopped["false_barge_ins"] <= 1, stopped
     assert stopped["echo_attenuation_db"] is not None and stopped["echo_attenuation_db"] >= 10, stopped
 

@@ -54,6 +54,13 @@ class NearEndGate:
     reply's residue peaked at -50 to -52 dBFS about a second in and fell below -90 dBFS after 2.5 s, while every later
     reply peaked at -79 to -95; a CI run saw a first reply cut by its own echo. A visitor talking over the kiosk is
     louder than that margin (speech at the microphone: -20 to -30 dBFS).
+
+    A pause the VAD does not confirm means the canceller let the kiosk's own voice through: it lost the echo path
+    (the path's delay jumped: a stream's latency changed, a device stalled) and needs seconds of voice to find it
+    again, during which its residue keeps crossing any level the visitor's speech would. So after such a pause the
+    level stands down until the canceller shows it has the echo again: ``stand_down_s`` of the kiosk's voice (armed,
+    not paused) with no frame within ``recovery_margin_db`` of the level. Meanwhile barge-in waits for the VAD, a few
+    hundred milliseconds slower, instead of the reply stuttering (docs/decisions.md has the simulation).
     """
 
     def __init__(
@@ -65,6 +72,8 @@ class NearEndGate:
         strong_margin_db: float = 10.0,
         confirm_s: float = 0.5,
         settling_margin_db: float = 10.0,
+        stand_down_s: float = 1.5,
+        recovery_margin_db: float = 6.0,
     ) -> None:
         self.playback = playback
         self.level_db = level_db
@@ -72,6 +81,8 @@ class NearEndGate:
         self.strong_margin_db = strong_margin_db
         self.confirm_s = confirm_s
         self.settling_margin_db = settling_margin_db
+        self.stand_down_s = stand_down_s
+        self.recovery_margin_db = recovery_margin_db
         self.armed = False
         """Set by the loop while a reply is playing and not cancelled."""
         self.settling = False
@@ -85,6 +96,15 @@ class NearEndGate:
         """Capture sample position (after cancellation) of the latest pause."""
         self._loud = 0
         self._paused_for = 0
+        self._standing_down = False
+        self._quiet_for = 0
+        """While standing down: samples of the kiosk's voice since the residue last came near the level."""
+
+    @property
+    def standing_down(self) -> bool:
+        """Whether the level is off for now: a pause was not confirmed (the canceller lost the echo) and the residue
+        has not stayed clear of the level since."""
+        return self._standing_down
 
     @property
     def level(self) -> float:
@@ -111,8 +131,13 @@ class NearEndGate:
                 playback.paused = False
                 self._loud = 0
                 self.false_pauses += 1
+                self._standing_down, self._quiet_for = True, 0
             return
         level, threshold = dbfs(cleaned), self.level
+        if self._standing_down:
+            self._quiet_for = 0 if level > threshold - self.recovery_margin_db else self._quiet_for + len(cleaned)
+            self._standing_down = self._quiet_for < self.stand_down_s * SAMPLE_RATE
+            return
         self._loud = self._loud + 1 if level > threshold else 0
         if self._loud >= self.frames or level > threshold + self.strong_margin_db:
             playback.paused = True
