@@ -60,7 +60,7 @@ class NearEndGate:
     again, during which its residue keeps crossing any level the visitor's speech would. So after such a pause the
     level stands down until the canceller shows it has the echo again: ``stand_down_s`` of the kiosk's voice (armed,
     not paused) with no frame within ``recovery_margin_db`` of the level. Meanwhile barge-in waits for the VAD, a few
-    hundred milliseconds slower, instead of the reply stuttering (docs/decisions.md has the simulation).
+    hundred milliseconds slower, instead of the reply stuttering (the simulation: docs/decisions/2026-12-07.md).
     """
 
     def __init__(
