@@ -4,7 +4,8 @@ off, and how soon a visitor's voice pauses the reply.
 The canceller (AEC3) hears the default voice reading eight sentences through a room that returns it 10 dB
 down, 80 ms late, with a -70 dBFS noise floor; at the given moments the room's delay changes (as when a stream's
 latency moves). The gate sees the cleaned microphone; with no VAD here, every pause it makes before the visitor
-speaks is a false one. Prints one line per scenario and gate setting.
+speaks is a false one. Prints one line per scenario and gate setting ("off": ``stand_down_s`` 0, the level back
+at the next frame).
 
     PYTHONPATH=$PWD .venv/bin/python scripts/echo_jump.py
 """
@@ -19,6 +20,7 @@ import soxr
 from edgevoice.app_engines import open_plain_voice
 from edgevoice.audio.aec import EchoCanceller
 from edgevoice.audio.capture import FRAME, NearEndGate
+from edgevoice.audio.echo_path import SETTLING_S
 from edgevoice.config import Config
 from edgevoice.engines.piper_onnx import PiperSynthesizer
 from edgevoice.models.store import ModelStore
@@ -87,7 +89,7 @@ def run(
         for k in range(n // FRAME):
             canceller.process_render(ref[k * FRAME : (k + 1) * FRAME])
             cleaned = canceller.process_capture(mic[k * FRAME : (k + 1) * FRAME])
-            gate.settling = k * FRAME < 3 * RATE  # as EchoPath.settling: the first 3 s of the kiosk's voice
+            gate.settling = k * FRAME < SETTLING_S * RATE  # as EchoPath.settling
             before = gate.pauses
             gate.feed(cleaned)
             if gate.pauses != before:

@@ -96,15 +96,14 @@ class NearEndGate:
         """Capture sample position (after cancellation) of the latest pause."""
         self._loud = 0
         self._paused_for = 0
-        self._standing_down = False
-        self._quiet_for = 0
-        """While standing down: samples of the kiosk's voice since the residue last came near the level."""
+        self._quiet_for: int | None = None
+        """While standing down: samples of the kiosk's voice since the residue last came near the level; else None."""
 
     @property
     def standing_down(self) -> bool:
         """Whether the level is off for now: a pause was not confirmed (the canceller lost the echo) and the residue
         has not stayed clear of the level since."""
-        return self._standing_down
+        return self._quiet_for is not None
 
     @property
     def level(self) -> float:
@@ -131,12 +130,12 @@ class NearEndGate:
                 playback.paused = False
                 self._loud = 0
                 self.false_pauses += 1
-                self._standing_down, self._quiet_for = True, 0
+                self._quiet_for = 0
             return
         level, threshold = dbfs(cleaned), self.level
-        if self._standing_down:
-            self._quiet_for = 0 if level > threshold - self.recovery_margin_db else self._quiet_for + len(cleaned)
-            self._standing_down = self._quiet_for < self.stand_down_s * SAMPLE_RATE
+        if self._quiet_for is not None:
+            quiet = 0 if level > threshold - self.recovery_margin_db else self._quiet_for + len(cleaned)
+            self._quiet_for = quiet if quiet < self.stand_down_s * SAMPLE_RATE else None
             return
         self._loud = self._loud + 1 if level > threshold else 0
         if self._loud >= self.frames or level > threshold + self.strong_margin_db:
