@@ -571,3 +571,21 @@ def test_onnx_telemetry_is_turned_off_before_a_session(tmp_path: Path, monkeypat
     with pytest.raises(ModelFormatError):
         onnx_session.open_session(path)
     assert calls == ["off"]
+
+
+def test_onnx_sessions_thread_pools_sleep_between_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spinning, a two-thread VAD took 78 % of a core at the listener's pace, 4 % without (scripts/ort_spinning.py)."""
+    from edgevoice.engines import onnx_session
+
+    seen: list[dict[str, str]] = []
+
+    def session(path: str, sess_options: onnx_session.ort.SessionOptions, **kwargs: object) -> object:
+        keys = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
+        seen.append({key: sess_options.get_session_config_entry(key) for key in keys})
+        return object()
+
+    monkeypatch.setattr(onnx_session.ort, "InferenceSession", session)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"\x00" * 64)
+    onnx_session.open_session(path, threads=2)
+    assert seen == [{"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}]
