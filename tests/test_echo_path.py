@@ -48,6 +48,27 @@ def test_playback_is_mirrored_and_its_echo_cancelled() -> None:
     assert attenuation is not None and attenuation > 20, attenuation
 
 
+def test_between_replies_the_output_pulls_silence_without_allocating_and_still_mirrors_it() -> None:
+    import tracemalloc
+
+    with SharedRing.create(RATE * 10) as speaker, SharedRing.create(RATE * 10) as reference:
+        playback = PlaybackControl(speaker, reference)
+        playback.pull(441)
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            pulled = [len(playback.pull(441)) for _ in range(100)]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert pulled == [0] * 100 and playback.played == 0
+        assert peak - before < 441 * 4  # not one buffer's worth made: np.zeros each time was 1,764 bytes a pull
+        assert reference.available() == 101 * 441  # the device's timeline, its silence included
+        assert not reference.read(reference.available()).any()
+        speaker.write(np.ones(100, np.float32))  # something to play: pulled as before
+        assert np.array_equal(playback.pull(441), np.ones(100, np.float32)) and playback.played == 100
+
+
 def converse_then_reopen(*, restart: bool, first_back: str) -> tuple[float, float]:
     """A reply's echo cancelled (40 ms late, -10 dB), then the devices gone and back a second apart: the microphone
     first (capture goes on, no playback for a second) or the speaker first (playback queued, nobody captures). Then

@@ -10,6 +10,9 @@ import numpy as np
 
 from edgevoice.audio.ring import SharedRing
 
+_NOTHING = np.zeros(0, dtype=np.float32)
+_NOTHING.flags.writeable = False
+
 
 class PlaybackControl:
     """Lets any thread silence the output at once: the output callback, the ring's only consumer, does the flush."""
@@ -24,6 +27,13 @@ class PlaybackControl:
         """Samples handed to the device (flushed ones excluded): the playback-stream position."""
         self.expect_audio = False
         """True while a reply is being synthesized: running dry then is an underrun (an audible gap)."""
+        self._silence = np.zeros(0, dtype=np.float32)
+
+    def _zeros(self, n: int) -> np.ndarray:
+        if len(self._silence) < n:
+            self._silence = np.zeros(n, dtype=np.float32)
+            self._silence.flags.writeable = False
+        return self._silence[:n]
 
     def request_flush(self) -> None:
         self._flush = True
@@ -58,6 +68,10 @@ class PlaybackControl:
 
     def pull(self, n: int) -> np.ndarray:
         """Called from the output callback: up to ``n`` queued samples; the stream plays silence for the rest."""
+        if not self._flush and not self.expect_audio and not self.ring.available():  # nothing to play: no allocation
+            if self.reference is not None:
+                self.reference.write(self._zeros(n))
+            return _NOTHING
         out = np.zeros(n, dtype=np.float32)
         got = self.read_into(out)
         if self.reference is not None:

@@ -151,8 +151,11 @@ class OutputStream(Stream):
         self._anchor = SampleAnchor(source_rate)
         self._fifo = np.zeros(0, np.float32)
         self._callback_start = 0.0
-        self._line = 0.0
+        self._line: float | None = None
+        """The DAC line as of this callback (its offset), for the DAC times of the samples it pulls."""
         self._was_audible = False
+        self._silence = np.zeros(0, np.float32)
+        self._silent_bytes = b""
         self._open(device, rate, frame_ms, sample_format, channels)
         self._pull_block = max(1, round(source_rate * frame_ms / 1000))
         self._resampler = (
@@ -218,9 +221,21 @@ class OutputStream(Stream):
         got = np.asarray(self._source(n), dtype=np.float32).reshape(-1)
         if len(got) > n:
             raise ValueError(f"audio source returned {len(got)} samples for a request of {n}")
+        if not len(got):  # nothing to play (between replies): no allocation, no fit of the line
+            self._log.add(n, 0)
+            return self._zeros(n)
+        if self._line is None:
+            self._line = self._anchor.offset() or 0.0
         dac = self._line + self._log.pulled / self.source_rate
         self._log.add(n, len(got), self._callback_start, dac)
         return got if len(got) == n else np.concatenate((got, np.zeros(n - len(got), np.float32)))
+
+    def _zeros(self, n: int) -> FloatAudio:
+        """``n`` samples of silence, read only, made again only when a longer block is asked for."""
+        if len(self._silence) < n:
+            self._silence = np.zeros(n, np.float32)
+            self._silence.flags.writeable = False
+        return self._silence[:n]
 
     def _render(self, n: int) -> FloatAudio:
         if self._resampler is None:
@@ -246,17 +261,26 @@ class OutputStream(Stream):
             dac_time = start + (dac - now) if dac > 0 else start + self.latency
             self._timing = OutputTiming(self._device_frames, dac_time, start)
             self._anchor.add(dac_time, self._device_frames * self.source_rate / self.rate)
-            self._line = self._anchor.offset() or 0.0  # for this callback's pulls: their DAC times as of now
-            block = np.clip(self._render(frame_count), -1.0, 1.0)
+            # for this callback's pulls, their DAC times as of now: fitted here while sound plays (ready before the
+            # source hands its samples over), when first needed after silence (a median: not on every silent buffer)
+            self._line = (self._anchor.offset() or 0.0) if self._was_audible else None
+            block = self._render(frame_count)
             audible = bool(np.any(block))
             # the flag reports that the device ran dry before this block: a gap heard when it fell between two
             # blocks with sound (not before a reply's first block or after its last)
             self._audible_xruns += underflow and audible and self._was_audible
             self._was_audible = audible
-            if self.channels > 1:
-                block = np.repeat(block, self.channels)
-            data = (block * 32767).astype(self._dtype) if self._dtype.kind == "i" else block.astype(self._dtype)
-            out = data.tobytes()
+            if audible:
+                block = np.clip(block, -1.0, 1.0)
+                if self.channels > 1:
+                    block = np.repeat(block, self.channels)
+                data = (block * 32767).astype(self._dtype) if self._dtype.kind == "i" else block.astype(self._dtype)
+                out = data.tobytes()
+            else:  # silence: zero bytes in either sample format, kept from the last silent buffer of this size
+                size = frame_count * self.channels * self._dtype.itemsize
+                if len(self._silent_bytes) != size:
+                    self._silent_bytes = bytes(size)
+                out = self._silent_bytes
             self._device_frames += frame_count
         except Exception as exc:  # kept for the owner: error / is_alive()
             self._error = exc
