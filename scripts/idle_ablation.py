@@ -18,9 +18,9 @@ from edgevoice.bench.idle import IdleVariant, format_idle, run_idle
 from edgevoice.config import Config
 from edgevoice.models.store import ModelStore
 
-TECHNIQUES = ("audio.echo_idle_bypass",)
-"""The idle techniques with a switch (the output's silent path and ONNX Runtime's sleeping pools have none: compare
-checkouts of the commits before and after them with ``--checkout``)."""
+TECHNIQUES: tuple[str, ...] = ()
+"""The idle techniques with a config switch, each measured switched off (the output's silent path and ONNX Runtime's
+sleeping pools have none: compare checkouts of the commits before and after them with ``--checkout``)."""
 
 
 def main() -> None:
