@@ -232,7 +232,7 @@ class ReplyCheck:
         :data:`ABOUT_UNANCHORED_SIMILARITY`). A question with no subject word at all is about whatever entry the
         matcher found."""
         shared, missing = self.unexplained(question, [entry])
-        if any(self._known(t) for t in missing):
+        if shared and any(self._known(t) for t in missing):
             return False  # it names another of the venue's things ("a marriage certificate", the birth certificate)
         if not self._gives_asked(question, entry, shared):
             return False  # the price it asks is the entry's price of something else
