@@ -166,3 +166,70 @@ def test_a_near_miss_is_no_longer_read_out_with_the_real_encoder() -> None:
     assert near_miss.direct is None and near_miss.direct_entry is None
     right = kiosk.ground("Where can I return books?")
     assert right.direct_entry is not None and right.direct_entry.question == "Where can I return books?"
+
+
+OFFICE = """
+[[qa]]
+question = "How do I get to the airport?"
+answer = "The airport shuttle leaves every hour and costs 12 euros per person. A taxi takes about 25 minutes."
+
+[[qa]]
+question = "Can we get married here?"
+answer = "Yes, civil weddings take place in the Mirror Hall on the second floor; book six weeks ahead."
+
+[[qa]]
+question = "Certificate of residence"
+answer = "10 euros, printed at once at any counter."
+
+[[qa]]
+question = "Where is my room?"
+answer = "The first digit of your room number is the floor: room 412 is on the fourth floor."
+
+[[qa]]
+question = "Where can I park?"
+answer = "In the car park under the square: 2 euros per hour."
+"""
+
+
+def _office() -> tuple[Kiosk, dict[str, Entry]]:
+    kiosk = Kiosk("You are Ada, the front desk assistant.", OFFICE)
+    return kiosk, {e.question: e for e in kiosk.entries}
+
+
+@pytest.mark.parametrize(
+    ("question", "topic", "about"),
+    [
+        # it shares one word and names another of the venue's things: the certificate is not the wedding's
+        ("How much is a marriage certificate?", "Certificate of residence", False),
+        ("How much is a certificate of residence?", "Certificate of residence", True),
+        # every word is the entry's, but the price it gives is the shuttle's, not the taxi's
+        ("How much does a taxi to the airport cost?", "How do I get to the airport?", False),
+        ("How much is the airport shuttle?", "How do I get to the airport?", True),
+        ("How long does a taxi to the airport take?", "How do I get to the airport?", True),
+    ],
+)
+def test_an_entry_is_read_out_only_to_a_question_about_it(question: str, topic: str, about: bool) -> None:
+    kiosk, entries = _office()
+    assert kiosk.check.about(question, entries[topic], None) is about
+    grounding = kiosk.ground(question)
+    if not about:  # never read out, whatever ranks first
+        assert grounding.direct_entry is None or grounding.direct_entry.question != topic
+
+
+@pytest.mark.parametrize(
+    ("question", "reply", "supported"),
+    [
+        ("How much is a taxi to the station?", "The taxi costs 2 euros per hour.", False),  # the parking price
+        ("How much is parking?", "Parking costs 2 euros per hour.", True),
+        ("How much is parking?", "It is 2 euros per hour.", True),
+        ("How much is a marriage certificate?", "10 euros, printed at once at any counter.", False),
+        ("How much is a certificate of residence?", "10 euros, printed at once at any counter.", True),
+        ("How many floors does the building have?", "The building has 4 floors.", False),  # "the fourth floor"
+        ("Which floor is room 412 on?", "Room 412 is on the fourth floor.", True),
+    ],
+)
+def test_a_number_is_supported_only_where_the_evidence_gives_it_for_that_subject(
+    question: str, reply: str, supported: bool
+) -> None:
+    kiosk, _ = _office()
+    assert kiosk.check.supported(reply, question, kiosk.entries) is supported

@@ -171,7 +171,7 @@ class Kiosk:
             idle=idle,
         )
         """Grounds each question in the entries (by words, meaning and sound)."""
-        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names)
+        self.check = ReplyCheck(self.matcher.index, self.matcher.persona_terms, persona_names, self.entries)
         """Whether a reply keeps to the knowledge, echoes the question, names only what an entry says."""
         self._grounded: OrderedDict[tuple[str, bool], Grounding] = OrderedDict()
         """Recent groundings, by question and whether they were by meaning (the background embedding may end)."""

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence, Set
 
 from edgevoice import data
+from edgevoice.kiosk.answer_types import asked_type, has_type
 from edgevoice.kiosk.credentials import SECRET_TERMS
 from edgevoice.kiosk.knowledge import Entry
 from edgevoice.kiosk.number_words import as_digits
@@ -45,6 +46,12 @@ paraphrase); one that shares a word is about it only when the entry has every ot
 MOVED_WORDS = 2
 """A number is on another subject than the question's when the question names this many subject words that each
 entry giving it lacks (one is let through: "a pass for my grandmother?" "Over-65s pay 12 euros.")."""
+MEASURE_WORDS = frozenset(terms(" ".join(data.words("en/measure_words.txt"))))
+"""Words around a number that say what kind of value it is, not what it is about ("euros", "per", "hour":
+``edgevoice/data/en/measure_words.txt``)."""
+FOREIGN_SUBJECT_WORDS = 1
+"""A number is on another subject than the evidence sentence that gives it when the reply's sentence or its question
+names this many subject words the knowledge uses elsewhere and that sentence (with its entry's question) lacks."""
 VALUE_STRAY_WORDS = 2
 """A sentence that states a value its question's best entry gives is unsupported when this many of its content words
 are neither in the entries that give its values nor in the question (one is let through)."""
@@ -108,6 +115,15 @@ def _miscounted(sentence: str, evidence: Sequence[Entry]) -> list[str]:
     return out
 
 
+_ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$")
+
+
+def _stated(text: str) -> set[tuple[str, bool]]:
+    """The numbers of ``text`` (also in words), as compared, each with whether it is an ordinal: "the 4th floor" gives
+    a position, not a count of floors."""
+    return {(_value(m.group(0)), bool(_ORDINAL.match(m.group(0)))) for m in _NUMERIC.finditer(fold(as_digits(text)))}
+
+
 def _gives(value: str, entry_words: Set[str]) -> bool:
     """Whether an entry with the words and values ``entry_words`` gives ``value`` (a name also as a near
     spelling)."""
@@ -120,10 +136,19 @@ class ReplyCheck:
     """The knowledge's words (``index``), the persona's (``persona_terms``) and its names (``persona_names``: the
     kiosk's and the venue's, which a reply may say), against which a reply is checked."""
 
-    def __init__(self, index: BM25Index, persona_terms: Set[str], persona_names: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        index: BM25Index,
+        persona_terms: Set[str],
+        persona_names: Iterable[str] = (),
+        entries: Sequence[Entry] = (),
+    ) -> None:
+        """``entries``: the knowledge, whose entries' questions name the things it is about (:meth:`off_subject`)."""
         self._index = index
+        self._topics = frozenset(t for e in entries for t in terms(" ".join((e.question, *e.keywords, *e.asked))))
         self._persona_terms = frozenset(persona_terms)
         self._persona_names = frozenset(w for name in persona_names for w in words(name))
+        self._known_terms: dict[str, bool] = {}
 
     def unsupported(self, reply: str, question: str) -> list[str]:
         """The reply's content words that neither the knowledge, the persona nor the question contains."""
@@ -162,6 +187,7 @@ class ReplyCheck:
             giving = [e for e, ws in texts if any(_gives(v, ws) for v in said)]
             out += [v for v in said if not any(_gives(v, ws) for _, ws in texts)]
             out += self._moved(said, giving, question)
+            out += self.off_subject(sentence, question, evidence)
             out += _miscounted(sentence, evidence)
             own = {t for e in giving for t in terms(e.search_text())}
             stray = [
@@ -206,9 +232,93 @@ class ReplyCheck:
         :data:`ABOUT_UNANCHORED_SIMILARITY`). A question with no subject word at all is about whatever entry the
         matcher found."""
         shared, missing = self.unexplained(question, [entry])
+        if shared and any(self._known(t) for t in missing):
+            return False  # it names another of the venue's things ("a marriage certificate", the birth certificate)
+        if not self._gives_asked(question, entry, shared):
+            return False  # the price it asks is the entry's price of something else
         if shared or not missing:
             return len(missing) < ABOUT_MISSING_WORDS
         return similarity is not None and similarity >= ABOUT_UNANCHORED_SIMILARITY
+
+    def _gives_asked(self, question: str, entry: Entry, shared: Sequence[str]) -> bool:
+        """Whether ``entry`` gives the kind of answer ``question`` asks for (a price, a count, a duration, a time, a
+        person: :func:`~edgevoice.kiosk.answer_types.asked_type`) in a sentence that has every subject word of the
+        question the entry has (``shared``), with the entry's question: "How much is a taxi to the airport?" is not
+        answered by "The airport shuttle costs 12 euros. A taxi takes 25 minutes." A question asking no such kind, or
+        whose kind the entry's own question asks, is answered by the entry as a whole."""
+        kind = asked_type(question)
+        if kind is None or asked_type(entry.question) is kind:
+            return True
+        topic = self.subject_terms(" ".join((entry.question, *entry.keywords)))
+        for unit in _SENTENCE.findall(entry.answer):
+            if has_type(unit, kind):
+                own = topic | self.subject_terms(unit)
+                if all(t in own or any(near(t, o) for o in own) for t in shared if t in self.subject_terms(question)):
+                    return True
+        return False
+
+    def subject_terms(self, text: str) -> set[str]:
+        """The words ``text`` names its subject with: its search terms but reply filler, asking words, measure words,
+        the persona's words and numbers."""
+        return {
+            t
+            for t in terms(text)
+            if t not in REPLY_FILLER
+            and t not in ASKING_WORDS
+            and t not in MEASURE_WORDS
+            and t not in self._persona_terms
+            and not any(c.isdigit() for c in t)
+        }
+
+    def _known(self, term: str) -> bool:
+        """Whether ``term`` (also as a near spelling) names one of the things the knowledge has entries about (a word
+        of an entry's question, keywords or other ways of asking): a visitor's word that names none may be another
+        word for one of them, or a verb ("kept"); one that names one is that thing."""
+        if term not in self._known_terms:
+            self._known_terms[term] = term in self._topics or any(near(term, v) for v in self._topics)
+        return self._known_terms[term]
+
+    def _given_in(self, value: tuple[str, bool], evidence: Sequence[Entry]) -> list[set[str]]:
+        """The subject words of each evidence sentence that states ``value`` (an ordinal only as an ordinal), each with
+        its entry's question and keywords (the entry's topic)."""
+        out = []
+        for entry in evidence:
+            topic = " ".join((entry.question, *entry.keywords))
+            own = self.subject_terms(topic)
+            for unit in (*_SENTENCE.findall(entry.answer), topic):
+                if value in _stated(unit):
+                    out.append(own | self.subject_terms(unit))
+        return out
+
+    def off_subject(self, sentence: str, question: str, evidence: Sequence[Entry]) -> list[str]:
+        """The numbers of ``sentence`` that the evidence gives only for another subject: no evidence sentence stating
+        the number (an ordinal only as an ordinal) shares a subject word with ``sentence`` when it names one, and
+        lacks fewer than :data:`FOREIGN_SUBJECT_WORDS` of the subject words that ``sentence`` and ``question`` name
+        and the knowledge uses ("The taxi costs 2 euros per hour." from the parking sentence; "10 euros." to a
+        question on one certificate from the sentence on another). Numbers no evidence gives are left to the other
+        rules."""
+        named = self.subject_terms(sentence)
+        wanted = named | self.subject_terms(question)
+        out = []
+        for value in sorted(_stated(sentence)):
+            units = self._given_in(value, evidence)
+            if not units:
+                if not value[1] and self._given_in((value[0], True), evidence):
+                    out.append(value[0])  # "4 floors" from "the 4th floor": a position is no count
+                continue
+
+            def fits(unit: set[str]) -> bool:
+                def has(t: str) -> bool:
+                    return t in unit or any(near(t, u) for u in unit)
+
+                if named and not any(has(t) for t in named):
+                    return False  # the sentence names a subject, and none of it is this sentence's
+                foreign = [t for t in wanted if not has(t) and self._known(t)]
+                return len(foreign) < FOREIGN_SUBJECT_WORDS
+
+            if not any(fits(unit) for unit in units):
+                out.append(value[0])
+        return out
 
     def _moved(self, said: Sequence[str], giving: Sequence[Entry], question: str) -> list[str]:
         """The numbers among a sentence's values ``said`` that the evidence gives (the entries ``giving`` them) for
