@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from edgevoice.app_engines import (
     open_llm,
@@ -26,12 +26,13 @@ from edgevoice.app_engines import (
 from edgevoice.clock import Clock, MonotonicClock
 from edgevoice.config import Config
 from edgevoice.errors import ModelMissingError
-from edgevoice.interfaces import Engines, Synthesizer
+from edgevoice.interfaces import Engines, Recognizer, Synthesizer, VoiceActivity
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
 from edgevoice.models.configured import embedder_files, model_store, piper_files, voice_id
 from edgevoice.models.store import ModelStore
+from edgevoice.parallel_load import load_side_by_side
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
 from edgevoice.wiring.actions import subscribe_actions
 from edgevoice.wiring.compiling import compile_in_background
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from edgevoice.converse import Assistant
     from edgevoice.display.server import DisplayHandle
     from edgevoice.engines.minilm import MiniLmEmbedder
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.smart_turn_onnx import SmartTurn
     from edgevoice.engines.wake_word import MicroWakeWord
     from edgevoice.interfaces import LanguageModel
@@ -59,40 +61,59 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 
 def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engines, dict[str, float]]:
     """Load every engine; return them with the load time of each (seconds)."""
-    store = store or model_store(config)
-    loaded: list[object] = []
-    times: dict[str, float] = {}
+    engines, _, times = load_engines_with(config, store or model_store(config), {})
+    return engines, times
 
-    def timed(stage: str, build: Callable[[], T]) -> T:
+
+def load_engines_with(
+    config: Config, store: ModelStore, also: Mapping[str, Callable[[], object]], *, text_turn: bool = False
+) -> tuple[Engines, dict[str, object], dict[str, float]]:
+    """Load every engine side by side (:func:`~edgevoice.parallel_load.load_side_by_side`), and ``also``'s loads
+    beside them; return the engines, what ``also`` built (by name) and the seconds each load took. The language
+    model's weights are warmed by one decode on its thread, so that the first turn does not page them in; with
+    ``text_turn`` (the live loop) its end-of-turn judge is made there too (seconds: a context of its own and the
+    vocabulary's sentence endings), where the loop finds it made."""
+    files = piper_files(store, config.models.tts)
+    builders: dict[str, Callable[[], object]] = {
+        "vad": lambda: open_vad(config, store),
+        "asr": lambda: open_recognizer(config, store),
+        "llm": lambda: open_local_llm(config, store, text_turn=text_turn and config.llm.backend != "openai"),
+        "tts": lambda: open_voice(config, store, files=files),
+        **also,
+    }
+    built, times = load_side_by_side(builders)
+    llm = cast("LanguageModel", built["llm"])
+    voice = cast("PiperSynthesizer", built["tts"])
+    if config.llm.backend == "openai":
         t = time.perf_counter()
-        engine = build()
-        times[stage] = time.perf_counter() - t
-        loaded.append(engine)
-        return engine
-
-    try:
-        vad = timed("vad", lambda: open_vad(config, store))
-        asr = timed("asr", lambda: open_recognizer(config, store))
-        llm: LanguageModel = timed("llm", lambda: open_llm(config, store))
-        if config.llm.backend == "openai":
-            local = llm
-            llm = timed("llm_remote", lambda: hedged_model(config, local))
-            loaded.remove(local)  # the hedge owns the local model now: closing it closes both
-        files = piper_files(store, config.models.tts)
-        voice = timed("tts", lambda: open_voice(config, store, files=files))
-    except BaseException:
-        for engine in loaded:
-            getattr(engine, "close", lambda: None)()
-        raise
+        try:
+            llm = hedged_model(config, llm)  # the hedge owns the local model now: closing it closes both
+        except BaseException:
+            for engine in built.values():
+                getattr(engine, "close", lambda: None)()
+            raise
+        times["llm_remote"] = time.perf_counter() - t
     tts: Synthesizer = voice
     if config.tts.presynthesize:
         tts = cached_voice(voice, config, voice_id(store, files, voice.settings))
-    return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times
+    engines = Engines(
+        vad=cast("VoiceActivity", built["vad"]), recognizer=cast("Recognizer", built["asr"]), llm=llm, synthesizer=tts
+    )
+    return engines, {name: built[name] for name in also}, times
+
+
+def open_local_llm(config: Config, store: ModelStore, *, text_turn: bool) -> LanguageModel:
+    """The local language model, its prompt prefix kept between starts, its weights warmed; with ``text_turn``, its
+    end-of-turn judge made (:func:`load_engines_with`)."""
+    llm = open_llm(config, store, keep_prefix=True, warm=True)
+    if text_turn:
+        from edgevoice.live.loop import text_end_of_turn
+
+        text_end_of_turn(llm, config.endpointing)  # kept by the model; a failure is logged, the loop goes without
+    return llm
 
 
 def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
@@ -197,6 +218,7 @@ class LoadedModels:
     engines: Engines  # with the test-only faults (edgevoice/live/faults.py); the loaded ones by default
     turn_model: SmartTurn
     exporter: MetricsExporter | None
+    load_s: dict[str, float] = field(default_factory=dict)  # each load's seconds (they ran side by side)
 
     def close(self, *, engines_free: bool) -> None:
         """Free the models and stop the exporter; ``engines_free``: no loop thread is still inside an engine
@@ -216,12 +238,14 @@ def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
     from edgevoice.live.faults import inject_faults
 
     store = model_store(config)
-    loaded, _ = load_engines(config, store)
+    loaded, extra, times = load_engines_with(
+        config, store, {"turn": lambda: load_turn_model(config, store)}, text_turn=True
+    )
+    log.info("engines loaded side by side: %s", ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in times.items()))
     engines = inject_faults(loaded, release=release)
-    turn_model = load_turn_model(config, store)
     from edgevoice.live.metrics import start_metrics
 
-    return LoadedModels(store, loaded, engines, turn_model, start_metrics(config))
+    return LoadedModels(store, loaded, engines, cast("SmartTurn", extra["turn"]), start_metrics(config), times)
 
 
 class LoopIdle:
@@ -256,6 +280,8 @@ class Appliance:
     review: ReviewStore | None = None
     notifications: Notifications | None = None
     wyoming: WyomingService | None = None
+    startup_s: dict[str, float] = field(default_factory=dict)
+    """Seconds of each start-up step after the models' loads: the kiosk, the warm-up's prefix, asr and tts."""
 
     def start_services(self, monitor: ServiceMonitor) -> None:
         """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
@@ -329,8 +355,10 @@ def build_appliance(
     review = open_review(config.review)  # pruned now; None when off: nothing of a visitor's words is kept
     notifications: Notifications | None = None
     try:
+        t = time.perf_counter()
         assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
-        assistant.warm_up()
+        startup_s = {"kiosk": time.perf_counter() - t}
+        startup_s |= {f"warm_{step}": s for step, s in assistant.warm_up().items()}
         if isinstance(voice := models.loaded.synthesizer, CachedSynthesizer):
             # the known replies' audio, made while nobody speaks, so that they play the moment a turn is committed
             presynthesis = Presynthesis(
@@ -364,5 +392,14 @@ def build_appliance(
     idle.follow(live.loop.idle)
     compile_in_background(config, models.store, assistant, idle)
     return Appliance(
-        config, models, recheck, assistant, presynthesis, live, turns, review=review, notifications=notifications
+        config,
+        models,
+        recheck,
+        assistant,
+        presynthesis,
+        live,
+        turns,
+        review=review,
+        notifications=notifications,
+        startup_s=startup_s,
     )
