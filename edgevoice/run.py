@@ -14,7 +14,7 @@ import threading
 import time
 from types import FrameType
 
-from edgevoice.app import Appliance, LoadedModels, build_appliance, load_models
+from edgevoice.app_live import Appliance, LoadedModels, build_appliance, load_models
 from edgevoice.config import Config
 from edgevoice.errors import EXIT_BROKEN_PIPE, AudioDeviceError
 from edgevoice.live.cli import presynthesized, write_lines
