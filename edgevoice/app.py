@@ -1,8 +1,8 @@
 """The application assembled from the config, its one composition root: the engines (manifest names or one's own
 model files, checked before loading), the end-of-turn model, the kiosk, the assistant; for ``edgevoice run``, the live
 appliance on them (:mod:`edgevoice.app_live`). Each engine is opened by :mod:`edgevoice.app_engines`, the engines
-side by side (:func:`load_engines_with`). The application sits above the stages (engines, kiosk, reply, live, admin), which never
-import it."""
+side by side (:func:`load_engines_with`). The application sits above the stages (engines, kiosk, reply, live,
+admin), which never import it."""
 
 from __future__ import annotations
 
