@@ -52,10 +52,9 @@ def load_engines_with(
     config: Config, store: ModelStore, also: Mapping[str, Callable[[], object]], *, text_turn: bool = False
 ) -> tuple[Engines, dict[str, object], dict[str, float]]:
     """Load every engine side by side (:func:`~edgevoice.parallel_load.load_side_by_side`), and ``also``'s loads
-    beside them; return the engines, what ``also`` built (by name) and the seconds each load took. The language
-    model's weights are warmed by one decode on its thread, so that the first turn does not page them in; with
-    ``text_turn`` (the live loop) its end-of-turn judge is made there too (seconds: a context of its own and the
-    vocabulary's sentence endings), where the loop finds it made."""
+    beside them; return the engines, what ``also`` built (by name) and the seconds each load took. With
+    ``text_turn`` (the live loop) the language model's end-of-turn judge is made on its thread too (seconds: a
+    context of its own and the vocabulary's sentence endings), where the loop finds it made."""
     files = piper_files(store, config.models.tts)
     builders: dict[str, Callable[[], object]] = {
         "vad": lambda: open_vad(config, store),
@@ -86,13 +85,19 @@ def load_engines_with(
 
 
 def open_local_llm(config: Config, store: ModelStore, *, text_turn: bool) -> LanguageModel:
-    """The local language model, its prompt prefix kept between starts, its weights warmed; with ``text_turn``, its
-    end-of-turn judge made (:func:`load_engines_with`)."""
-    llm = open_llm(config, store, keep_prefix=True, warm=True)
+    """The local language model, its prompt prefix kept between starts; with ``text_turn`` (the live loop), its
+    end-of-turn judge made, else (when there is no judge) its weights warmed by one decode: either way the first
+    turn does not page the weights in (:func:`load_engines_with`)."""
+    llm = open_llm(config, store, keep_prefix=True)
     if text_turn:
         from edgevoice.live.loop import text_end_of_turn
 
-        text_end_of_turn(llm, config.endpointing)  # kept by the model; a failure is logged, the loop goes without
+        try:  # kept by the model; a failure is logged, the loop goes without
+            if text_end_of_turn(llm, config.endpointing) is None:
+                llm.warm()
+        except BaseException:
+            llm.close()
+            raise
     return llm
 
 

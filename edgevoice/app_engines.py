@@ -58,12 +58,10 @@ def open_llm(
     top_p: float | None = None,
     repeat_penalty: float | None = None,
     keep_prefix: bool = False,
-    warm: bool = False,
 ) -> LlamaCppModel:
     """The local language model ``[models] llm`` (or ``name``) with ``[llm]``'s context, threads, batch, offload,
     seed and sampling. ``keep_prefix``: its prompt prefix, once evaluated, is kept on disk for the next start
-    (``prompts/`` in the cache directory, :mod:`edgevoice.engines.llamacpp_state`). ``warm``: its weights warmed
-    by one decode (:meth:`~edgevoice.engines.llamacpp.LlamaCppModel.warm`)."""
+    (``prompts/`` in the cache directory, :mod:`edgevoice.engines.llamacpp_state`)."""
     from edgevoice.engines.llamacpp import PREFILL_CHUNK, LlamaCppModel
     from edgevoice.engines.llamacpp_state import PrefixStateFiles
 
@@ -77,7 +75,7 @@ def open_llm(
         model = checked[1].sha256 if checked is not None else f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
         identity = f"{model}|n_ctx,threads,n_batch,gpu {settings}|chunk {PREFILL_CHUNK}"
         states = PrefixStateFiles(default_cache_dir() / "prompts", identity)
-    llm = LlamaCppModel(
+    return LlamaCppModel(
         path,
         n_ctx=settings[0],
         threads=settings[1],
@@ -89,13 +87,6 @@ def open_llm(
         top_p=_or(top_p, c.top_p),
         repeat_penalty=_or(repeat_penalty, c.repeat_penalty),
     )
-    if warm:
-        try:
-            llm.warm()
-        except BaseException:
-            llm.close()
-            raise
-    return llm
 
 
 def open_compiler(

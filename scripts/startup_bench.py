@@ -31,6 +31,8 @@ from edgevoice.audio.pulse import PulseServer
 from edgevoice.paths import default_models_dir
 
 READY_TIMEOUT_S = 300.0
+CONVERSE_STAGES = ("vad", "asr", "llm_first_token", "first_audio", "tts", "total")
+"""The question's own stages (`converse --json`): the first turn's cost, to see that nothing moved into it."""
 
 
 def main() -> int:
@@ -118,7 +120,7 @@ def converse_once(checkout: Path, cache: Path, wav: Path, extra: tuple[str, ...]
     return {
         "wall_ms": wall,
         "ready_ms": result.get("ready_ms"),
-        "total_ms": result.get("stages", {}).get("total"),
+        **{f"{stage}_ms": result.get("stages", {}).get(stage) for stage in CONVERSE_STAGES},
         "reply": result.get("reply"),
         "load_avg": round(load, 1),
     }
@@ -180,7 +182,8 @@ def report(
     print("edgevoice converse, one question (ms):")
     row("  wall (whole command)", field(answers, "wall_ms"))
     row("  ready_ms (its own figure)", field(answers, "ready_ms"))
-    row("  stages total", field(answers, "total_ms"))
+    for stage in CONVERSE_STAGES:
+        row(f"  stage {stage}", field(answers, f"{stage}_ms"))
     row("  load average at start", field(answers, "load_avg"))
     for c in checkouts:
         replies = {str(r.get("reply")) for r in answers[c]}
