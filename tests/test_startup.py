@@ -157,3 +157,34 @@ def test_converse_reads_the_prefix_back_on_its_second_run(store, tmp_path: Path)
     assert runs[0]["reply"] == runs[1]["reply"]
     assert runs[0]["transcript"] == runs[1]["transcript"]
     assert {"vad", "asr", "llm", "tts", "kiosk"} <= set(runs[1]["load_ms"])
+
+
+# -- the ready record --------------------------------------------------------------------------------------------------
+@pytest.mark.unit
+def test_the_ready_record_names_each_load_and_warm_up_step_and_how_the_prefix_came() -> None:
+    from types import SimpleNamespace
+
+    from edgevoice.run import ready_record
+
+    models = SimpleNamespace(load_s={"vad": 0.1, "llm": 1.25, "kiosk": 0.3})
+    appliance = SimpleNamespace(
+        startup_s={"assistant": 0.002, "warm_prefix": 0.011, "warm_asr": 0.2, "warm_tts": 0.07},
+        assistant=SimpleNamespace(prefix_warmed="restored"),
+    )
+    stages = {"models": 1300, "appliance": 400, "streams": 180}
+    record = ready_record(1880, stages, models, appliance)  # type: ignore[arg-type]
+    assert record == {
+        "event": "ready",
+        "load_ms": 1880,
+        "stages_ms": stages,
+        "steps_ms": {
+            "load_vad": 100,
+            "load_llm": 1250,
+            "load_kiosk": 300,
+            "assistant": 2,
+            "warm_prefix": 11,
+            "warm_asr": 200,
+            "warm_tts": 70,
+        },
+        "prefix": "restored",
+    }
