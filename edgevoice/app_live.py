@@ -80,16 +80,23 @@ def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
 
     store = model_store(config)
     idle = LoopIdle()
-    also = {
-        "turn": lambda: load_turn_model(config, store),
-        "kiosk": lambda: build_kiosk(config, store=store, idle=idle),
-    }
-    loaded, extra, times = load_engines_with(config, store, also, text_turn=True)
+    turn = {"turn": lambda: load_turn_model(config, store)}
+    loaded, extra, times = load_engines_with(config, store, turn, text_turn=True)
+    turn_model = cast("SmartTurn", extra["turn"])
     log.info("engines loaded side by side: %s", ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in times.items()))
+    # the kiosk after the engines, not beside them: whisper.cpp's decodes were measured 5-8 times slower for the
+    # whole process when it was built while they loaded (docs/decisions/2026-12-07.md)
+    t = time.perf_counter()
+    try:
+        kiosk = build_kiosk(config, store=store, idle=idle)
+    except BaseException:
+        loaded.close()
+        turn_model.close()
+        raise
+    times["kiosk"] = time.perf_counter() - t
     engines = inject_faults(loaded, release=release)
     from edgevoice.live.metrics import start_metrics
 
-    turn_model, kiosk = cast("SmartTurn", extra["turn"]), cast("Kiosk", extra["kiosk"])
     return LoadedModels(store, loaded, engines, turn_model, start_metrics(config), times, kiosk, idle)
 
 

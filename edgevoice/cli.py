@@ -35,7 +35,6 @@ def _cmd_converse(args: argparse.Namespace) -> int:
     from edgevoice.app import build_assistant, build_kiosk, load_engines_with
     from edgevoice.audio import SAMPLE_RATE
     from edgevoice.audio.files import check_output_path, read_audio, write_wav
-    from edgevoice.kiosk.grounding import Kiosk
     from edgevoice.models.configured import model_store
 
     config = find_config(args.config)
@@ -44,13 +43,13 @@ def _cmd_converse(args: argparse.Namespace) -> int:
     audio = read_audio(args.input, rate=SAMPLE_RATE)
     t = time.perf_counter()
     store = model_store(config)
-    # one question: the kiosk loads beside the engines, and only the prompt prefix is warmed (read back when an
-    # earlier start kept it); the recognizer's and the voice's first run is the question's own
-    engines, built, load_times = load_engines_with(config, store, {"kiosk": lambda: build_kiosk(config, store=store)})
+    # one question: only the prompt prefix is warmed (read back when an earlier start kept it); the recognizer's and
+    # the voice's first run is the question's own
+    engines, _, load_times = load_engines_with(config, store, {})
     try:
-        kiosk = built["kiosk"]
-        assert isinstance(kiosk, Kiosk)
-        assistant = build_assistant(config, engines, kiosk=kiosk)
+        t_kiosk = time.perf_counter()
+        assistant = build_assistant(config, engines, kiosk=build_kiosk(config, store=store))
+        load_times["kiosk"] = time.perf_counter() - t_kiosk
         try:
             prefix = assistant.warm_prefix()
             ready = time.perf_counter() - t
