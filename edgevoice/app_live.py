@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LoadedModels:
-    """What ``edgevoice run`` loads first, side by side: the engines, the end-of-turn model, the kiosk (its sentence
-    encoder and embeddings) and the metrics exporter."""
+    """What ``edgevoice run`` loads first: the engines and the end-of-turn model side by side, then the kiosk (its
+    sentence encoder and embeddings), and the metrics exporter."""
 
     store: ModelStore
     loaded: Engines  # as loaded: what :meth:`close` frees
@@ -74,8 +74,8 @@ class LoadedModels:
 
 
 def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
-    """Load the engines and the end-of-turn model and start the metrics exporter; ``release`` ends any injected
-    fault's hold (:func:`edgevoice.live.faults.inject_faults`)."""
+    """Load the engines and the end-of-turn model (side by side), then the kiosk, and start the metrics exporter;
+    ``release`` ends any injected fault's hold (:func:`edgevoice.live.faults.inject_faults`)."""
     from edgevoice.live.faults import inject_faults
 
     store = model_store(config)

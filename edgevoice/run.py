@@ -136,7 +136,7 @@ def ready_record(
     load_ms: int, stages_ms: dict[str, int], models: LoadedModels, appliance: Appliance
 ) -> dict[str, object]:
     """The ``ready`` record: ``load_ms`` (the start-up's milliseconds, the process's imports before it excluded), its
-    three stages (``models``: the engines' and the kiosk's loads side by side; ``appliance``: the assistant, its
+    three stages (``models``: the engines' loads side by side, then the kiosk's; ``appliance``: the assistant, its
     warm-up and the live loop's parts; ``streams``: the audio streams opened), each load and step in ``steps_ms``, and
     how the prompt prefix came (``prefix``: ``restored`` from the copy an earlier start kept, or ``evaluated``)."""
     steps = {f"load_{name}": ms(s) for name, s in models.load_s.items()}
