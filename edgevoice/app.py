@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from edgevoice.app_engines import (
@@ -55,12 +56,17 @@ def load_engines_with(
     beside them; return the engines, what ``also`` built (by name) and the seconds each load took. With
     ``text_turn`` (the live loop) the language model's end-of-turn judge is made on its thread too (seconds: a
     context of its own and the vocabulary's sentence endings), where the loop finds it made."""
-    files = piper_files(store, config.models.tts)
+    piper: list[tuple[Path, Path]] = []
+
+    def open_piper() -> PiperSynthesizer:
+        piper.append(piper_files(store, config.models.tts))  # checked on its thread, in its turn: vad's error first
+        return open_voice(config, store, files=piper[0])
+
     builders: dict[str, Callable[[], object]] = {
         "vad": lambda: open_vad(config, store),
         "asr": lambda: open_recognizer(config, store),
         "llm": lambda: open_local_llm(config, store, text_turn=text_turn and config.llm.backend != "openai"),
-        "tts": lambda: open_voice(config, store, files=files),
+        "tts": open_piper,
         **also,
     }
     built, times = load_side_by_side(builders)
@@ -77,7 +83,7 @@ def load_engines_with(
         times["llm_remote"] = time.perf_counter() - t
     tts: Synthesizer = voice
     if config.tts.presynthesize:
-        tts = cached_voice(voice, config, voice_id(store, files, voice.settings))
+        tts = cached_voice(voice, config, voice_id(store, piper[0], voice.settings))
     engines = Engines(
         vad=cast("VoiceActivity", built["vad"]), recognizer=cast("Recognizer", built["asr"]), llm=llm, synthesizer=tts
     )

@@ -188,3 +188,16 @@ def test_the_ready_record_names_each_load_and_warm_up_step_and_how_the_prefix_ca
         },
         "prefix": "restored",
     }
+
+
+@pytest.mark.unit
+def test_with_no_model_installed_the_first_named_load_reports_its_file_and_checksum() -> None:
+    """Every engine fails on its own thread (the unit tier's models directory is empty); the error reported is the
+    voice activity detector's, named first, whichever thread failed first: the file and its sha256."""
+    from edgevoice.app import load_engines
+    from edgevoice.errors import ModelMissingError
+
+    for _ in range(3):
+        with pytest.raises(ModelMissingError) as raised:
+            load_engines(Config())
+        assert "silero_vad.onnx" in str(raised.value) and "sha256" in str(raised.value)
