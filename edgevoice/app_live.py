@@ -84,8 +84,7 @@ def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
     loaded, extra, times = load_engines_with(config, store, turn, text_turn=True)
     turn_model = cast("SmartTurn", extra["turn"])
     log.info("engines loaded side by side: %s", ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in times.items()))
-    # the kiosk after the engines, not beside them: whisper.cpp's decodes were measured 5-8 times slower for the
-    # whole process when it was built while they loaded (docs/decisions/2026-12-07.md)
+    # the kiosk after the engines, not beside them: an open question about slow first decodes (decisions, 2026-12-07)
     t = time.perf_counter()
     try:
         kiosk = build_kiosk(config, store=store, idle=idle)
