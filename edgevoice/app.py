@@ -1,18 +1,16 @@
 """The application assembled from the config, its one composition root: the engines (manifest names or one's own
-model files, checked before loading), the end-of-turn model, the kiosk, the assistant and, for ``edgevoice run``, the
-live loop with its metrics, presynthesis, model recheck and admin page (:func:`load_models`, :func:`build_appliance`).
-Each engine is opened by :mod:`edgevoice.app_engines`; each feature that follows the loop is wired by its module in
-:mod:`edgevoice.wiring`. The application sits above the stages (engines, kiosk, reply, live, admin), which never
-import it."""
+model files, checked before loading), the end-of-turn model, the kiosk, the assistant; for ``edgevoice run``, the live
+appliance on them (:mod:`edgevoice.app_live`). Each engine is opened by :mod:`edgevoice.app_engines`, the engines
+side by side (:func:`load_engines_with`). The application sits above the stages (engines, kiosk, reply, live,
+admin), which never import it."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from edgevoice.app_engines import (
     open_llm,
@@ -21,78 +19,92 @@ from edgevoice.app_engines import (
     open_turn_model,
     open_vad,
     open_voice,
-    open_wake_word,
 )
-from edgevoice.clock import Clock, MonotonicClock
+from edgevoice.clock import Clock
 from edgevoice.config import Config
 from edgevoice.errors import ModelMissingError
-from edgevoice.interfaces import Engines, Synthesizer
+from edgevoice.interfaces import Engines, Recognizer, Synthesizer, VoiceActivity
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.kiosk.semantic import Embedder
 from edgevoice.kiosk.sounds import Phonemize
 from edgevoice.models.configured import embedder_files, model_store, piper_files, voice_id
 from edgevoice.models.store import ModelStore
+from edgevoice.parallel_load import load_side_by_side
 from edgevoice.reply.audio_cache import CachedSynthesizer, ReplyAudioCache
-from edgevoice.wiring.actions import subscribe_actions
-from edgevoice.wiring.compiling import compile_in_background
-from edgevoice.wiring.records import RECORDS_QUEUE, TurnRecords
-from edgevoice.wiring.review import subscribe_review
 
 if TYPE_CHECKING:
-    from edgevoice.act.service import Notifications
-    from edgevoice.admin.appliance import AdminHandle
     from edgevoice.converse import Assistant
-    from edgevoice.display.server import DisplayHandle
     from edgevoice.engines.minilm import MiniLmEmbedder
+    from edgevoice.engines.piper_onnx import PiperSynthesizer
     from edgevoice.engines.smart_turn_onnx import SmartTurn
-    from edgevoice.engines.wake_word import MicroWakeWord
     from edgevoice.interfaces import LanguageModel
-    from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.live.metrics import MetricsExporter
-    from edgevoice.live.recorder import TurnRecorder
-    from edgevoice.live.service import ServiceMonitor
-    from edgevoice.models.recheck import BackgroundRecheck
     from edgevoice.reply.hedge import HedgedModel
-    from edgevoice.reply.presynthesis import Presynthesis
-    from edgevoice.review.store import ReviewStore
-    from edgevoice.wyoming_server.service import WyomingService
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 def load_engines(config: Config, store: ModelStore | None = None) -> tuple[Engines, dict[str, float]]:
     """Load every engine; return them with the load time of each (seconds)."""
-    store = store or model_store(config)
-    loaded: list[object] = []
-    times: dict[str, float] = {}
+    engines, _, times = load_engines_with(config, store or model_store(config), {})
+    return engines, times
 
-    def timed(stage: str, build: Callable[[], T]) -> T:
+
+def load_engines_with(
+    config: Config, store: ModelStore, also: Mapping[str, Callable[[], object]], *, text_turn: bool = False
+) -> tuple[Engines, dict[str, object], dict[str, float]]:
+    """Load every engine side by side (:func:`~edgevoice.parallel_load.load_side_by_side`), and ``also``'s loads
+    beside them; return the engines, what ``also`` built (by name) and the seconds each load took. With
+    ``text_turn`` (the live loop) the language model's end-of-turn judge is made on its thread too (seconds: a
+    context of its own and the vocabulary's sentence endings), where the loop finds it made."""
+    piper: list[tuple[Path, Path]] = []
+
+    def open_piper() -> PiperSynthesizer:
+        piper.append(piper_files(store, config.models.tts))  # checked on its thread, in its turn: vad's error first
+        return open_voice(config, store, files=piper[0])
+
+    builders: dict[str, Callable[[], object]] = {
+        "vad": lambda: open_vad(config, store),
+        "asr": lambda: open_recognizer(config, store),
+        "llm": lambda: open_local_llm(config, store, text_turn=text_turn and config.llm.backend != "openai"),
+        "tts": open_piper,
+        **also,
+    }
+    built, times = load_side_by_side(builders)
+    llm = cast("LanguageModel", built["llm"])
+    voice = cast("PiperSynthesizer", built["tts"])
+    if config.llm.backend == "openai":
         t = time.perf_counter()
-        engine = build()
-        times[stage] = time.perf_counter() - t
-        loaded.append(engine)
-        return engine
-
-    try:
-        vad = timed("vad", lambda: open_vad(config, store))
-        asr = timed("asr", lambda: open_recognizer(config, store))
-        llm: LanguageModel = timed("llm", lambda: open_llm(config, store))
-        if config.llm.backend == "openai":
-            local = llm
-            llm = timed("llm_remote", lambda: hedged_model(config, local))
-            loaded.remove(local)  # the hedge owns the local model now: closing it closes both
-        files = piper_files(store, config.models.tts)
-        voice = timed("tts", lambda: open_voice(config, store, files=files))
-    except BaseException:
-        for engine in loaded:
-            getattr(engine, "close", lambda: None)()
-        raise
+        try:
+            llm = hedged_model(config, llm)  # the hedge owns the local model now: closing it closes both
+        except BaseException:
+            for engine in built.values():
+                getattr(engine, "close", lambda: None)()
+            raise
+        times["llm_remote"] = time.perf_counter() - t
     tts: Synthesizer = voice
     if config.tts.presynthesize:
-        tts = cached_voice(voice, config, voice_id(store, files, voice.settings))
-    return Engines(vad=vad, recognizer=asr, llm=llm, synthesizer=tts), times
+        tts = cached_voice(voice, config, voice_id(store, piper[0], voice.settings))
+    engines = Engines(
+        vad=cast("VoiceActivity", built["vad"]), recognizer=cast("Recognizer", built["asr"]), llm=llm, synthesizer=tts
+    )
+    return engines, {name: built[name] for name in also}, times
+
+
+def open_local_llm(config: Config, store: ModelStore, *, text_turn: bool) -> LanguageModel:
+    """The local language model, its prompt prefix kept between starts; with ``text_turn`` (the live loop), its
+    end-of-turn judge made, else (when there is no judge) its weights warmed by one decode: either way the first
+    turn does not page the weights in (:func:`load_engines_with`)."""
+    llm = open_llm(config, store, keep_prefix=True)
+    if text_turn:
+        from edgevoice.live.loop import text_end_of_turn
+
+        try:  # kept by the model; a failure is logged, the loop goes without
+            if text_end_of_turn(llm, config.endpointing) is None:
+                llm.warm()
+        except BaseException:
+            llm.close()
+            raise
+    return llm
 
 
 def hedged_model(config: Config, local: LanguageModel) -> HedgedModel:
@@ -180,189 +192,11 @@ def build_assistant(
     clock: Clock | None = None,
     live: bool = False,
     idle: Callable[[], bool] | None = None,
+    kiosk: Kiosk | None = None,
 ) -> Assistant:
-    """The :class:`Assistant` on ``engines`` with the kiosk the config describes (:func:`build_kiosk`); ``idle``:
-    when a large knowledge may be embedded in the background."""
+    """The :class:`Assistant` on ``engines`` with ``kiosk``, by default the kiosk the config describes
+    (:func:`build_kiosk`); ``idle``: when a large knowledge may be embedded in the background."""
     from edgevoice.converse import Assistant
 
-    return Assistant(config, engines, kiosk=build_kiosk(config, idle=idle), clock=clock, live=live, idle=idle)
-
-
-@dataclass
-class LoadedModels:
-    """What ``edgevoice run`` loads first: the engines, the end-of-turn model and the metrics exporter."""
-
-    store: ModelStore
-    loaded: Engines  # as loaded: what :meth:`close` frees
-    engines: Engines  # with the test-only faults (edgevoice/live/faults.py); the loaded ones by default
-    turn_model: SmartTurn
-    exporter: MetricsExporter | None
-
-    def close(self, *, engines_free: bool) -> None:
-        """Free the models and stop the exporter; ``engines_free``: no loop thread is still inside an engine
-        (freeing one that is would crash the process: the exit reclaims it then)."""
-        if engines_free:
-            self.turn_model.close()
-            self.loaded.close()
-        else:
-            log.error("engines left to the process exit: a loop thread did not stop in time")
-        if self.exporter is not None:
-            self.exporter.close()
-
-
-def load_models(config: Config, *, release: threading.Event) -> LoadedModels:
-    """Load the engines and the end-of-turn model and start the metrics exporter; ``release`` ends any injected
-    fault's hold (:func:`edgevoice.live.faults.inject_faults`)."""
-    from edgevoice.live.faults import inject_faults
-
-    store = model_store(config)
-    loaded, _ = load_engines(config, store)
-    engines = inject_faults(loaded, release=release)
-    turn_model = load_turn_model(config, store)
-    from edgevoice.live.metrics import start_metrics
-
-    return LoadedModels(store, loaded, engines, turn_model, start_metrics(config))
-
-
-class LoopIdle:
-    """Whether the live loop is between turns: false until :meth:`follow` names the loop's test (start-up is never
-    idle). Background work (embedding, presynthesis, the model recheck) runs only while it is true."""
-
-    def __init__(self) -> None:
-        self._idle: Callable[[], bool] | None = None
-
-    def follow(self, idle: Callable[[], bool]) -> None:
-        self._idle = idle
-
-    def __call__(self) -> bool:
-        return self._idle is not None and self._idle()
-
-
-@dataclass
-class Appliance:
-    """The running appliance's parts built on the loaded models: the assistant, the live loop, the presynthesis,
-    the model recheck, the review inbox (with ``[review] enabled``) and (once started) the admin page, each closed by
-    :meth:`close`."""
-
-    config: Config
-    models: LoadedModels
-    recheck: BackgroundRecheck
-    assistant: Assistant
-    presynthesis: Presynthesis | None
-    live: LiveAssistant
-    turns: TurnRecords
-    admin: AdminHandle | None = None
-    display: DisplayHandle | None = None
-    review: ReviewStore | None = None
-    notifications: Notifications | None = None
-    wyoming: WyomingService | None = None
-
-    def start_services(self, monitor: ServiceMonitor) -> None:
-        """Once the loop is ready: the model recheck, the admin page, the display, the presynthesis, in that order."""
-        from edgevoice.admin.appliance import LiveAppliance, start_admin
-        from edgevoice.display.server import start_display
-
-        self.recheck.start()
-        live = self.live
-        appliance = LiveAppliance(self.config, self.assistant, monitor, lambda: live)
-        outbox = self.notifications.outbox.summary if self.notifications is not None else None
-        self.admin = start_admin(self.config, appliance, review=self.review, outbox=outbox)
-        self.turns.admin = self.admin
-        assistant = self.assistant
-        self.display = start_display(
-            self.config.display,
-            live.loop.bus,
-            live.activation,
-            lambda: [entry.question for entry in assistant.kiosk.entries],  # the knowledge as reloaded
-        )
-        if self.presynthesis is not None:
-            self.presynthesis.start()
-        if self.config.wyoming.listen:  # Home Assistant's way in (docs/wyoming.md)
-            from edgevoice.wyoming_server.service import serve_the_loop
-
-            self.wyoming = serve_the_loop(self.config, self.models.store, self.models.engines, live.loop)
-
-    def close(self) -> None:
-        """Stop the recheck, the admin page, the assistant's background work and the presynthesis (the models are
-        :meth:`LoadedModels.close`'s)."""
-        self.recheck.close()
-        if self.wyoming is not None:
-            self.wyoming.close()
-        if self.display is not None:
-            self.display.close()
-        if self.admin is not None:
-            self.admin.close()
-        if self.review is not None:
-            self.review.close()
-        if self.notifications is not None:
-            self.notifications.close()  # what waits stays in the outbox for the next run
-        self.assistant.close()
-        if self.presynthesis is not None:
-            self.presynthesis.close()
-
-
-def build_appliance(
-    config: Config,
-    models: LoadedModels,
-    *,
-    stop: threading.Event,
-    emit: Callable[[dict[str, object]], None],
-    recorder: TurnRecorder | None,
-) -> Appliance:
-    """The appliance on ``models``: the assistant (its prompt prefix warmed up), the presynthesis of the known
-    replies (with ``[tts] presynthesize``) and the live loop, whose turns and events go to ``emit``. A model file
-    that changes after it was verified sets ``stop``. What was built is closed if a later part fails."""
-    from edgevoice.live.assistant import LiveAssistant
-    from edgevoice.models.recheck import BackgroundRecheck
-    from edgevoice.reply.presynthesis import Presynthesis, disk_audio, known_replies
-    from edgevoice.review.service import open_review
-
-    idle = LoopIdle()  # a large knowledge is embedded, replies presynthesized, models hashed only between turns
-    # A model file changed after it was verified at load: hash every file again once ready (seconds of work, too
-    # long to keep the first visitor waiting) and stop on a mismatch; only while no turn is in progress.
-    recheck = BackgroundRecheck(models.store, on_error=lambda exc: stop.set(), idle=idle)
-    turns = TurnRecords(emit, recorder, models.exporter, models.engines.synthesizer.sample_rate)
-    assistant: Assistant | None = None
-    presynthesis: Presynthesis | None = None
-    wake_word: MicroWakeWord | None = None
-    live: LiveAssistant | None = None
-    review = open_review(config.review)  # pruned now; None when off: nothing of a visitor's words is kept
-    notifications: Notifications | None = None
-    try:
-        assistant = build_assistant(config, models.engines, clock=MonotonicClock(), live=True, idle=idle)
-        assistant.warm_up()
-        if isinstance(voice := models.loaded.synthesizer, CachedSynthesizer):
-            # the known replies' audio, made while nobody speaks, so that they play the moment a turn is committed
-            presynthesis = Presynthesis(
-                voice,
-                known_replies(assistant.kiosk),
-                max_sentences=config.kiosk.max_sentences,
-                bounds=assistant.responder.bounds,
-                disk=disk_audio(config.tts.presynthesized_dir, voice.voice_id),
-                idle=idle,
-            )
-        wake_word = open_wake_word(config)
-        live = LiveAssistant(config, models.engines, models.turn_model, assistant.responder, wake_word=wake_word)
-        turns.timeline, turns.echo = live.timeline, live.reply_echo
-        live.loop.bus.subscribe(turns, name="records", maxsize=RECORDS_QUEUE)
-        if review is not None:
-            subscribe_review(config, review, assistant, live)
-        notifications = subscribe_actions(config, assistant, live)
-    except BaseException:
-        if notifications is not None:
-            notifications.close()
-        recheck.close()
-        if review is not None:
-            review.close()
-        if assistant is not None:
-            assistant.close()
-        if presynthesis is not None:
-            presynthesis.close()
-        if wake_word is not None and live is None:
-            wake_word.close()
-        raise
-    idle.follow(live.loop.idle)
-    compile_in_background(config, models.store, assistant, idle)
-    return Appliance(
-        config, models, recheck, assistant, presynthesis, live, turns, review=review, notifications=notifications
-    )
+    kiosk = kiosk if kiosk is not None else build_kiosk(config, idle=idle)
+    return Assistant(config, engines, kiosk=kiosk, clock=clock, live=live, idle=idle)

@@ -14,6 +14,7 @@ from edgevoice.config import Config
 from edgevoice.errors import ModelError
 from edgevoice.models.configured import manifest_model, moonshine_files, piper_files, resolve
 from edgevoice.models.store import ModelStore
+from edgevoice.paths import default_cache_dir
 
 if TYPE_CHECKING:
     from edgevoice.engines.llamacpp import LlamaCppModel
@@ -56,18 +57,31 @@ def open_llm(
     temperature: float | None = None,
     top_p: float | None = None,
     repeat_penalty: float | None = None,
+    keep_prefix: bool = False,
 ) -> LlamaCppModel:
     """The local language model ``[models] llm`` (or ``name``) with ``[llm]``'s context, threads, batch, offload,
-    seed and sampling."""
-    from edgevoice.engines.llamacpp import LlamaCppModel
+    seed and sampling. ``keep_prefix``: its prompt prefix, once evaluated, is kept on disk for the next start
+    (``prompts/`` in the cache directory, :mod:`edgevoice.engines.llamacpp_state`)."""
+    from edgevoice.engines.llamacpp import PREFILL_CHUNK, LlamaCppModel
+    from edgevoice.engines.llamacpp_state import PrefixStateFiles
 
     c = config.llm
+    path = resolve(store, "llm", _or(name, config.models.llm))
+    settings = (c.n_ctx, _or(threads, c.threads), _or(n_batch, c.n_batch), _or(n_gpu_layers, c.n_gpu_layers))
+    states = None
+    if keep_prefix:
+        checked = store.handed_out.get(path)  # a manifest model: its checksum names it; one's own file: its stat
+        st = path.stat()
+        model = checked[1].sha256 if checked is not None else f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        identity = f"{model}|n_ctx,threads,n_batch,gpu {settings}|chunk {PREFILL_CHUNK}"
+        states = PrefixStateFiles(default_cache_dir() / "prompts", identity)
     return LlamaCppModel(
-        resolve(store, "llm", _or(name, config.models.llm)),
-        n_ctx=c.n_ctx,
-        threads=_or(threads, c.threads),
-        n_batch=_or(n_batch, c.n_batch),
-        n_gpu_layers=_or(n_gpu_layers, c.n_gpu_layers),
+        path,
+        n_ctx=settings[0],
+        threads=settings[1],
+        n_batch=settings[2],
+        n_gpu_layers=settings[3],
+        prefix_states=states,
         seed=c.seed,
         temperature=_or(temperature, c.temperature),
         top_p=_or(top_p, c.top_p),

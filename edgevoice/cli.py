@@ -32,20 +32,26 @@ STAGE_LABELS = {
 
 
 def _cmd_converse(args: argparse.Namespace) -> int:
-    from edgevoice.app import build_assistant, load_engines
+    from edgevoice.app import build_assistant, build_kiosk, load_engines_with
     from edgevoice.audio import SAMPLE_RATE
     from edgevoice.audio.files import check_output_path, read_audio, write_wav
+    from edgevoice.models.configured import model_store
 
     config = find_config(args.config)
     if args.out:
         check_output_path(args.out)
     audio = read_audio(args.input, rate=SAMPLE_RATE)
     t = time.perf_counter()
-    engines, load_times = load_engines(config)
+    store = model_store(config)
+    # one question: only the prompt prefix is warmed (read back when an earlier start kept it); the recognizer's and
+    # the voice's first run is the question's own
+    engines, _, load_times = load_engines_with(config, store, {})
     try:
-        assistant = build_assistant(config, engines)
+        t_kiosk = time.perf_counter()
+        assistant = build_assistant(config, engines, kiosk=build_kiosk(config, store=store))
+        load_times["kiosk"] = time.perf_counter() - t_kiosk
         try:
-            assistant.warm_up()
+            prefix = assistant.warm_prefix()
             ready = time.perf_counter() - t
             result = assistant.converse(audio)
         finally:
@@ -58,6 +64,7 @@ def _cmd_converse(args: argparse.Namespace) -> int:
         report = result.to_json()
         report["load_ms"] = {k: round(v * 1000, 1) for k, v in load_times.items()}
         report["ready_ms"] = round(ready * 1000, 1)
+        report["prefix"] = prefix
         report["out"] = str(args.out) if args.out and not result.no_speech else None
         emit(report)
         return 0

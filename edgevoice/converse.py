@@ -86,6 +86,8 @@ class Assistant:
         """Compiles each new knowledge in the background and hands its questions to :meth:`use_compiled`; None:
         the knowledge is matched as written (:meth:`compile_knowledge` sets it)."""
         self._kiosk_lock = threading.Lock()
+        self.prefix_warmed = ""
+        """How :meth:`warm_up` found the prompt prefix (:meth:`warm_prefix`); empty before it ran."""
 
     @property
     def history(self) -> list[ChatMessage]:
@@ -162,14 +164,32 @@ class Assistant:
             self.compiler.close(timeout)
         self.kiosk.close(timeout)
 
-    def warm_up(self) -> None:
-        """Evaluate the cached prompt prefix and run each engine once, so the first visitor waits for nothing."""
-        prefill = getattr(self.engines.llm, "prefill", None)
-        if prefill is not None:
-            prefill(self.prefix)
+    def warm_up(self) -> dict[str, float]:
+        """Have the cached prompt prefix in the model (:meth:`warm_prefix`) and run each engine once, so the first
+        visitor waits for nothing; return the seconds of each step (``prefix``, ``asr``, ``tts``)."""
+        clock = self.clock
+        t = clock.now()
+        self.prefix_warmed = self.warm_prefix()
+        steps = {"prefix": clock.now() - t}
         self.engines.recognizer.transcribe(np.zeros(SAMPLE_RATE, dtype=np.float32))
+        steps["asr"] = clock.now() - t - sum(steps.values())
         for _ in self.engines.synthesizer.synthesize("Hello."):
             pass
+        steps["tts"] = clock.now() - t - sum(steps.values())
+        return steps
+
+    def warm_prefix(self) -> str:
+        """The cached prompt prefix in the model's KV cache: ``"restored"`` from the copy an earlier start kept,
+        ``"evaluated"``, ``"cached"`` already, or ``"none"`` for a model without a cache."""
+        llm = self.engines.llm
+        warm = getattr(llm, "warm_prefix", None)
+        if warm is not None:
+            return str(warm(self.prefix))
+        prefill = getattr(llm, "prefill", None)
+        if prefill is None:
+            return "none"
+        prefill(self.prefix)
+        return "evaluated"
 
     def converse(self, audio: FloatAudio) -> ConverseResult:
         """Answer one recorded utterance (16 kHz mono float32), every stage timed."""

@@ -14,7 +14,7 @@ import threading
 import time
 from types import FrameType
 
-from edgevoice.app import Appliance, build_appliance, load_models
+from edgevoice.app_live import Appliance, LoadedModels, build_appliance, load_models
 from edgevoice.config import Config
 from edgevoice.errors import EXIT_BROKEN_PIPE, AudioDeviceError
 from edgevoice.live.cli import presynthesized, write_lines
@@ -68,9 +68,11 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     t0 = time.perf_counter()
     models = load_models(config, release=stop)
+    stages_ms = {"models": ms(time.perf_counter() - t0)}
     appliance: Appliance | None = None
     try:
         appliance = build_appliance(config, models, stop=stop, emit=emit, recorder=recorder)
+        stages_ms["appliance"] = ms(time.perf_counter() - t0) - stages_ms["models"]
         live = appliance.live
         # what start-up made lives as long as the process: frozen, the collection after each turn skips it
         log.info("start-up objects collected and frozen in %.0f ms", 1000 * settle())
@@ -80,9 +82,10 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
             except AudioDeviceError as exc:  # the device may still appear: its exit status, 69, has systemd retry
                 journal.error(exc)
                 raise
-            load_ms = round((time.perf_counter() - t0) * 1000)
+            load_ms = ms(time.perf_counter() - t0)
+            stages_ms["streams"] = load_ms - stages_ms["models"] - stages_ms["appliance"]
             arm_faults(models.engines)
-            emit({"event": "ready", "load_ms": load_ms})
+            emit(ready_record(load_ms, stages_ms, models, appliance))
             monitor.ready(
                 LoopProbe(
                     progress=lambda: live.loop.samples_in,
@@ -123,3 +126,25 @@ def run_live(config: Config, *, json_lines: bool = False) -> int:
     if errors:
         print(f"edgevoice: {live.loop.failures} turn(s) failed; last: {errors[-1]}", file=sys.stderr)
     return EXIT_BROKEN_PIPE if reader_gone.is_set() else 0
+
+
+def ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def ready_record(
+    load_ms: int, stages_ms: dict[str, int], models: LoadedModels, appliance: Appliance
+) -> dict[str, object]:
+    """The ``ready`` record: ``load_ms`` (the start-up's milliseconds, the process's imports before it excluded), its
+    three stages (``models``: the engines' loads side by side, then the kiosk's; ``appliance``: the assistant, its
+    warm-up and the live loop's parts; ``streams``: the audio streams opened), each load and step in ``steps_ms``, and
+    how the prompt prefix came (``prefix``: ``restored`` from the copy an earlier start kept, or ``evaluated``)."""
+    steps = {f"load_{name}": ms(s) for name, s in models.load_s.items()}
+    steps |= {name: ms(s) for name, s in appliance.startup_s.items()}
+    return {
+        "event": "ready",
+        "load_ms": load_ms,
+        "stages_ms": stages_ms,
+        "steps_ms": steps,
+        "prefix": appliance.assistant.prefix_warmed,
+    }

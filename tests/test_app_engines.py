@@ -49,7 +49,7 @@ def test_the_llm_takes_the_config_and_each_override(
     assert llm.args == (files["llm"],)
     assert llm.kwargs == {
         "n_ctx": 4096, "threads": 3, "n_batch": 64, "n_gpu_layers": 5, "seed": 7,
-        "temperature": 0.4, "top_p": 0.9, "repeat_penalty": 1.1,
+        "temperature": 0.4, "top_p": 0.9, "repeat_penalty": 1.1, "prefix_states": None,
     }  # fmt: skip
     other = tmp_path / "other.gguf"
     other.write_bytes(b"x")
@@ -59,7 +59,7 @@ def test_the_llm_takes_the_config_and_each_override(
     assert llm.args == (other,)
     assert llm.kwargs == {
         "n_ctx": 4096, "threads": 1, "n_batch": 512, "n_gpu_layers": 0, "seed": 7,
-        "temperature": 0.0, "top_p": 0.5, "repeat_penalty": 1.1,
+        "temperature": 0.0, "top_p": 0.5, "repeat_penalty": 1.1, "prefix_states": None,
     }  # fmt: skip
 
 

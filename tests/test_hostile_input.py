@@ -444,6 +444,7 @@ def test_output_path_checked_before_any_work(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("edgevoice.app.load_engines", _no_models)
+    monkeypatch.setattr("edgevoice.app.load_engines_with", _no_models)
     monkeypatch.setattr("edgevoice.models.configured.piper_files", _no_models)
     first = [str(tmp_path / "no-such-input.wav")] if command == "converse" else ["Hello."]
     for out, problem in [(tmp_path / "missing" / "reply.wav", "does not exist"), (tmp_path, "is a directory")]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgevoice.engines.llamacpp_state import PrefixStateFiles
 from edgevoice.engines.text_turn import TextEndOfTurn, shared_prefix
 from edgevoice.errors import LanguageModelError, ModelFormatError, ModelMissingError
 from edgevoice.events import ChatMessage, Cut
@@ -46,7 +47,10 @@ class LlamaCppModel:
         temperature: float = 0.0,
         top_p: float = 0.9,
         repeat_penalty: float = 1.1,
+        prefix_states: PrefixStateFiles | None = None,
     ) -> None:
+        """``prefix_states``: where :meth:`warm_prefix` keeps the evaluated prompt prefix between starts (None: it is
+        evaluated at every start)."""
         if not model_path.is_file():
             raise ModelMissingError(f"language model {model_path} does not exist")
         info = check_gguf(model_path)
@@ -84,6 +88,7 @@ class LlamaCppModel:
         self._text_turn: TextEndOfTurn | None = None
         self._temperature, self._top_p, self._repeat_penalty = temperature, top_p, repeat_penalty
         self._interrupted = threading.Event()
+        self.prefix_states = prefix_states
         self.last_cut: Cut | None = None
         """:attr:`~edgevoice.events.Cut.TOKENS` when the last reply stopped at its ``max_tokens``, else None."""
 
@@ -133,6 +138,30 @@ class LlamaCppModel:
         except Exception as exc:
             raise LanguageModelError(f"prefill failed: {exc}") from exc
         return len(tokens) - keep
+
+    def warm(self) -> None:
+        """One decode, then an empty cache: the weights are paged in and the compute buffers made now (at load,
+        beside the other engines' loads), not in the first prefill or turn."""
+        bos = self._llm.token_bos()
+        self._llm.eval([bos if bos != -1 else 0])
+        self._llm.reset()
+        self._llm._ctx.kv_cache_clear()
+
+    def warm_prefix(self, messages: Sequence[ChatMessage]) -> str:
+        """Have the prompt prefix ``messages`` in the KV cache before the first turn: read back from
+        :attr:`prefix_states` when an earlier start kept it, else evaluated (:meth:`prefill`) and kept there. Returns
+        how: ``"restored"``, ``"evaluated"`` or ``"cached"`` (in the cache already)."""
+        tokens = self.tokens(messages, generation_prompt=False)
+        if shared_prefix(self._llm.input_ids[: self._llm.n_tokens], tokens) == len(tokens):
+            return "cached"
+        states = self.prefix_states
+        if states is not None and states.restore(self._llm, tokens):
+            return "restored"
+        self.prefill(messages)
+        done = shared_prefix(self._llm.input_ids[: self._llm.n_tokens], tokens) == len(tokens)
+        if states is not None and done:
+            states.save(self._llm, tokens)
+        return "evaluated"
 
     def forget_messages(self, before: Sequence[ChatMessage], dropped: Sequence[ChatMessage]) -> int:
         """Cut ``dropped`` (the oldest history, just after ``before``) out of the KV cache and shift what follows

@@ -23,6 +23,7 @@ import logging
 import os
 import shlex
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,7 @@ class ModelStore:
         self.download_cache = Path(download_cache) if download_cache is not None else default_download_cache()
         self.handed_out: dict[Path, tuple[str, OutputSpec]] = {}
         """Every file :meth:`path` returned, with its model's name and pinned output: what :meth:`recheck` hashes."""
+        self._stamps_lock = threading.Lock()  # engines load on threads of their own: one stamp update at a time
 
     # --- load time: disk only ----------------------------------------------------------------------------------------
 
@@ -324,6 +326,7 @@ class ModelStore:
 
     def _update_stamps(self, change: Callable[[dict[str, Any]], None]) -> None:
         state = self.models_dir / _STATE
+        self._stamps_lock.acquire()
         try:
             state.mkdir(exist_ok=True)
             stamps = self._read_stamps()
@@ -336,6 +339,8 @@ class ModelStore:
                 json.dump({"schema": _SCHEMA, "files": stamps}, fh, indent=1, sort_keys=True)
         except OSError as exc:  # a read-only models dir: verification still worked, it is just not remembered
             log.debug("cannot record a verification stamp in %s: %s", state, exc)
+        finally:
+            self._stamps_lock.release()
 
     def _write_stamp(self, file: str, st: os.stat_result, sha256: str) -> None:
         entry = _stat_identity(st) | {"sha256": sha256}
