@@ -233,7 +233,7 @@ class ReplyCheck:
         matcher found."""
         shared, missing = self.unexplained(question, [entry])
         if shared and any(self._known(t) for t in missing):
-            return False  # it names another of the venue's things ("a marriage certificate", the birth certificate)
+            return False  # it names another of the venue's things ("a day ticket", the entry on the season ticket)
         if not self._gives_asked(question, entry, shared):
             return False  # the price it asks is the entry's price of something else
         if shared or not missing:
@@ -243,8 +243,8 @@ class ReplyCheck:
     def _gives_asked(self, question: str, entry: Entry, shared: Sequence[str]) -> bool:
         """Whether ``entry`` gives the kind of answer ``question`` asks for (a price, a count, a duration, a time, a
         person: :func:`~edgevoice.kiosk.answer_types.asked_type`) in a sentence that has every subject word of the
-        question the entry has (``shared``), with the entry's question: "How much is a taxi to the airport?" is not
-        answered by "The airport shuttle costs 12 euros. A taxi takes 25 minutes." A question asking no such kind, or
+        question the entry has (``shared``), with the entry's question: "How much is a boat to the island?" is not
+        answered by "The island bus costs 6 euros. A boat takes 40 minutes." A question asking no such kind, or
         whose kind the entry's own question asks, is answered by the entry as a whole."""
         kind = asked_type(question)
         if kind is None or asked_type(entry.question) is kind:
@@ -294,8 +294,8 @@ class ReplyCheck:
         """The numbers of ``sentence`` that the evidence gives only for another subject: no evidence sentence stating
         the number (an ordinal only as an ordinal) shares a subject word with ``sentence`` when it names one, and
         lacks fewer than :data:`FOREIGN_SUBJECT_WORDS` of the subject words that ``sentence`` and ``question`` name
-        and the knowledge uses ("The taxi costs 2 euros per hour." from the parking sentence; "10 euros." to a
-        question on one certificate from the sentence on another). Numbers no evidence gives are left to the other
+        and the knowledge uses ("The bike costs 3 euros per hour." from the locker sentence; "10 euros." to a
+        question on one permit from the sentence on another). Numbers no evidence gives are left to the other
         rules."""
         named = self.subject_terms(sentence)
         wanted = named | self.subject_terms(question)
