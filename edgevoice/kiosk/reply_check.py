@@ -119,8 +119,8 @@ _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$")
 
 
 def _stated(text: str) -> set[tuple[str, bool]]:
-    """The numbers of ``text`` (also in words), as compared, each with whether it is an ordinal: "the 4th floor" gives
-    a position, not a count of floors."""
+    """The numbers of ``text`` (also in words), as compared, each with whether it is an ordinal: "the 4th row" gives
+    a position, not a count of rows."""
     return {(_value(m.group(0)), bool(_ORDINAL.match(m.group(0)))) for m in _NUMERIC.finditer(fold(as_digits(text)))}
 
 
@@ -233,7 +233,7 @@ class ReplyCheck:
         matcher found."""
         shared, missing = self.unexplained(question, [entry])
         if shared and any(self._known(t) for t in missing):
-            return False  # it names another of the venue's things ("a day ticket", the entry on the season ticket)
+            return False  # it names another of the venue's things ("a kayak permit", the entry on the boat permit)
         if not self._gives_asked(question, entry, shared):
             return False  # the price it asks is the entry's price of something else
         if shared or not missing:
@@ -294,7 +294,7 @@ class ReplyCheck:
         """The numbers of ``sentence`` that the evidence gives only for another subject: no evidence sentence stating
         the number (an ordinal only as an ordinal) shares a subject word with ``sentence`` when it names one, and
         lacks fewer than :data:`FOREIGN_SUBJECT_WORDS` of the subject words that ``sentence`` and ``question`` name
-        and the knowledge uses ("The bike costs 3 euros per hour." from the locker sentence; "10 euros." to a
+        and the knowledge uses ("The bike costs 3 euros per hour." from the kayak sentence; "10 euros." to a
         question on one permit from the sentence on another). Numbers no evidence gives are left to the other
         rules."""
         named = self.subject_terms(sentence)
@@ -304,7 +304,7 @@ class ReplyCheck:
             units = self._given_in(value, evidence)
             if not units:
                 if not value[1] and self._given_in((value[0], True), evidence):
-                    out.append(value[0])  # "4 floors" from "the 4th floor": a position is no count
+                    out.append(value[0])  # "4 rows" from "the 4th row": a position is no count
                 continue
 
             def fits(unit: set[str]) -> bool:
