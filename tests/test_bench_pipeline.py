@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from edgevoice.bench.pipeline import Variant, answered_by, format_pipeline, summarize
+import numpy as np
+import pytest
+
+from edgevoice.bench.pipeline import Variant, answered_by, format_pipeline, summarize, voiced_utterances
+from edgevoice.bench.venue import Question, sample_venue
+from edgevoice.bench.voices import voice_speaker
 from edgevoice.config import Config
+from edgevoice.errors import ConfigError
 from edgevoice.kiosk.grounding import Kiosk
 from edgevoice.selftest.session import SessionResult
 from edgevoice.selftest.utterances import Utterance
@@ -157,7 +163,7 @@ def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_
     ran: list[list[Variant]] = []
     kiosk = word_kiosk()
 
-    def fake_run(config, models_dir, variants, *, turns, progress):  # type: ignore[no-untyped-def]
+    def fake_run(config, models_dir, variants, *, turns, progress, utterances=()):  # type: ignore[no-untyped-def]
         ran.append(list(variants))
         rows = []
         for i, variant in enumerate(variants):
@@ -174,3 +180,83 @@ def test_bench_pipeline_ablation_runs_the_configuration_and_each_switch_flipped_
     on, off = (line.split() for line in out.splitlines()[-3:-1])
     assert on[:5] == ["presynthesized", "replies", "on", "500", "500"] and off[:3] == ["off", "600", "600"]
     assert off[-2:] == ["1.20", "-"]
+
+
+def test_the_spoken_turns_cycle_the_questions_and_the_voices_and_render_each_pair_once() -> None:
+    questions = tuple(Question(f"q{i}", f"question {i}?") for i in range(4))
+    rendered: list[tuple[str, str]] = []
+
+    def speaker(voice: str):  # type: ignore[no-untyped-def]
+        def speak(text: str) -> np.ndarray:
+            rendered.append((voice, text))
+            return np.full(160, len(rendered), np.float32)
+
+        return speak
+
+    turns = voiced_utterances(questions, ["a", "b", "c"], 14, speaker)
+
+    assert [(u.text, u.voice) for u in turns[:5]] == [
+        ("question 0?", "a"), ("question 1?", "b"), ("question 2?", "c"), ("question 3?", "a"), ("question 0?", "b"),
+    ]  # fmt: skip
+    assert len({(u.text, u.voice) for u in turns}) == len(rendered) == 12  # 4 questions x 3 voices, each once
+    assert turns[12] is turns[0] and turns[12].audio() is turns[0].audio()  # asked again: the same rendering
+    assert len({u.name for u in turns}) == 12
+    with pytest.raises(ConfigError, match="at least one question and one voice"):
+        voiced_utterances(questions, [], 3, speaker)
+    with pytest.raises(ConfigError, match="--turns 0"):
+        voiced_utterances(questions, ["a"], 0, speaker)
+
+
+def test_the_sample_venues_questions_are_spoken_by_other_voices_for_real() -> None:
+    questions = sample_venue().in_split("dev")[:2]
+    turns = voiced_utterances(questions, ["espeak-en-gb+m3", "festival-kal"], 2, voice_speaker)
+
+    for utterance, question in zip(turns, questions, strict=True):
+        audio = utterance.audio()
+        assert utterance.text == question.text and not utterance.paused
+        assert audio.dtype == np.float32 and audio.ndim == 1
+        assert 0.5 < len(audio) / 16000 < 8 and float(np.abs(audio).max()) > 0.05  # a spoken question at 16 kHz
+
+
+def test_the_summary_tells_each_turns_voice_and_the_commit_after_the_last_word() -> None:
+    kiosk = word_kiosk()
+    spoken = [Utterance("w", "Where is the whale skeleton?", "festival-kal", recording=np.zeros(1, np.float32))]
+    stages = {"endpointing": 260.0, "capture": 90.0, "recognition": 5.0}
+    result = SessionResult(
+        turns=[{"transcript": "Where is the whale skeleton?", "voice_to_voice_ms": 500.0, "stages_ms": stages}],
+        speaker_side_s=[0.55],
+        utterances=spoken,
+    )
+    row = summarize(Variant("configured", {}), result, kiosk)
+
+    assert row["per_turn"][0]["voice"] == "festival-kal"
+    assert row["per_turn"][0]["said"] == "Where is the whale skeleton?"
+    assert row["commit_after_speech_p50_ms"] == 350.0
+    assert row["direct_turns"] == 1 and row["direct_speaker_side_p50_ms"] == 550.0
+    row["ratio"] = 1.0
+    assert "350/350" in format_pipeline([row])
+
+
+def test_bench_pipeline_with_voices_answers_the_sample_venues_questions_spoken_by_them(
+    monkeypatch, capsys, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from edgevoice import cli
+    from edgevoice.bench import pipeline
+
+    heard: list[list[Utterance]] = []
+
+    def fake_run(config, models_dir, variants, *, turns, progress, utterances=()):  # type: ignore[no-untyped-def]
+        heard.append(list(utterances))
+        result = SessionResult(turns=[turn("Where is the whale skeleton?", 500, 0)], speaker_side_s=[0.5])
+        return [summarize(v, result, word_kiosk()) | {"ratio": 1.0} for v in variants]
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_run)
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "--pipeline", "--compare", "tts.presynthesize=false", "--turns", "3", "--split", "test"]
+    assert cli.main([*argv, "--voice", "espeak-en-gb+m3", "--voice", "espeak-en-us"]) == 0
+    test_half = [q.text for q in sample_venue().in_split("test")]
+    assert [(u.text, u.voice) for u in heard[0]] == [
+        (test_half[0], "espeak-en-gb+m3"), (test_half[1], "espeak-en-us"), (test_half[2], "espeak-en-gb+m3"),
+    ]  # fmt: skip
+    assert all(len(u.audio()) > 8000 for u in heard[0])
+    assert "direct p50" in capsys.readouterr().out

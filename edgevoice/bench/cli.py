@@ -73,7 +73,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         "for the sample venue, or 'all' for the sample venue and every venue under ./venues (repeatable)",
     )
     parser.add_argument(
-        "--split", choices=("dev", "test", "both"), default="both", help="with --quality: the questions' split"
+        "--split",
+        choices=("dev", "test", "both"),
+        default="both",
+        help="with --quality, or --pipeline with --voice: the questions' split",
     )
     parser.add_argument("--written-only", action="store_true", help="with --quality: the written questions only")
     parser.add_argument(
@@ -93,9 +96,11 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="with --quality: a voice for the spoken questions (repeatable; default hibari-heart, espeak-en-gb+m3, "
-        "festival-kal; also espeak-en-us, espeak-en-gb, espeak-en-us+f3, festival-slt and the kiosk's own voice "
-        "shifted: piper-joe, piper-joe-low-slow, piper-joe-high-fast)",
+        help="a voice that speaks the questions (repeatable). With --quality: the spoken questions' voices (default "
+        "hibari-heart, espeak-en-gb+m3, festival-kal: three that are not the kiosk's; also espeak-en-us, espeak-en-gb, "
+        "espeak-en-us+f3, festival-slt and the kiosk's own voice shifted: piper-joe, piper-joe-low-slow, "
+        "piper-joe-high-fast). With --pipeline: the turns are the sample venue's questions spoken by these voices in "
+        "turn instead of the self-test's utterances",
     )
     parser.add_argument(
         "--full",
@@ -153,7 +158,17 @@ def run_bench(args: argparse.Namespace) -> int:
             variants = [bench.DEFAULT_VARIANTS[0], *(parse_variant(v) for v in args.compare)]
         else:
             variants = list(bench.DEFAULT_VARIANTS)
-        rows = bench.run_pipeline(config, store.models_dir, variants, turns=args.turns, progress=progress)
+        spoken = []
+        if args.voice:
+            from edgevoice.bench.venue import sample_venue
+            from edgevoice.bench.voices import voice_speaker
+
+            questions = sample_venue().in_split(args.split)
+            spoken = bench.voiced_utterances(questions, args.voice, args.turns, voice_speaker)
+            progress(f"pipeline: {len(spoken)} turns of the sample venue's questions ({args.split}) in other voices")
+        rows = bench.run_pipeline(
+            config, store.models_dir, variants, turns=args.turns, progress=progress, utterances=spoken
+        )
         report["pipeline"] = rows
         human(bench.format_pipeline(rows), json_mode=args.json)
         if techniques is not None:

@@ -28,8 +28,11 @@ from edgevoice.errors import ConfigError
 from edgevoice.trace import percentile
 
 if TYPE_CHECKING:
+    from edgevoice.bench.venue import Question
+    from edgevoice.bench.voices import SpeakFn
     from edgevoice.kiosk.grounding import Kiosk
     from edgevoice.selftest.session import SessionResult
+    from edgevoice.selftest.utterances import Utterance
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,10 @@ def run_pipeline(
     *,
     turns: int = 4,
     progress: Callable[[str], None] = lambda _m: None,
+    utterances: Sequence[Utterance] = (),
 ) -> list[dict[str, Any]]:
+    """Each of the ``variants`` answering ``turns`` of the self-test's bundled utterances, or the ``utterances``
+    given (:func:`voiced_utterances`)."""
     from edgevoice.selftest.session import run_session
 
     base = None if config.source == "<defaults>" else Path(config.source)
@@ -130,14 +136,42 @@ def run_pipeline(
         for i, variant in enumerate(variants):
             path = Path(tmp) / f"variant-{i}.toml"
             write_config(path, variant.overrides, base=base)
-            progress(f"pipeline: {variant.name} ({turns} turns)")
-            result = run_session(turns, models_dir=models_dir, config_path=str(path), progress=progress)
+            progress(f"pipeline: {variant.name} ({len(utterances) or turns} turns)")
+            result = run_session(
+                turns, models_dir=models_dir, config_path=str(path), progress=progress, utterances=utterances
+            )
             rows.append(summarize(variant, result, _kiosk(load_config(path))))
     first = rows[0]["speaker_side_p50_ms"] if rows else None
     for row in rows:
         value = row["speaker_side_p50_ms"]
         row["ratio"] = round(value / first, 2) if first and value is not None else None
     return rows
+
+
+def voiced_utterances(
+    questions: Sequence[Question], voices: Sequence[str], turns: int, speaker: Callable[[str], SpeakFn]
+) -> list[Utterance]:
+    """``turns`` utterances of the venue's ``questions`` (in order, again from the first when they run out), the
+    ``i``-th spoken by ``voices[i % len(voices)]`` (voices that are not the kiosk's; ``speaker`` renders a voice by
+    name, :func:`edgevoice.bench.voices.voice_speaker`): a question asked again comes in another voice whenever the
+    number of questions is not a multiple of the number of voices."""
+    from edgevoice.selftest.utterances import Utterance
+
+    if not questions or not voices:
+        raise ConfigError("the pipeline benchmark's spoken questions need at least one question and one voice")
+    if turns < 1:
+        raise ConfigError(f"--turns {turns}: at least one turn")
+    speakers = {name: speaker(name) for name in voices}
+    rendered: dict[tuple[str, str], Utterance] = {}
+    out = []
+    for i in range(turns):
+        question, voice = questions[i % len(questions)], voices[i % len(voices)]
+        key = (question.id, voice)
+        if key not in rendered:
+            audio = speakers[voice](question.text)
+            rendered[key] = Utterance(f"{question.id}-{voice}", question.text, voice, recording=audio)
+        out.append(rendered[key])
+    return out
 
 
 def answered_by(kiosk: Kiosk, transcript: str) -> str:
@@ -157,8 +191,11 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
     for i, turn in enumerate(result.turns):
         side = result.speaker_side_s[i] if i < len(result.speaker_side_s) else None
         transcript = str(turn.get("transcript") or "")
+        utterance = result.utterances[i] if i < len(result.utterances) else None
         per_turn.append(
             {
+                "said": None if utterance is None else utterance.text,
+                "voice": None if utterance is None else utterance.voice,
                 "transcript": transcript,
                 "answered_by": answered_by(kiosk, transcript) if transcript else None,
                 "speaker_side_ms": None if side is None else round(side * 1000, 1),
@@ -172,6 +209,7 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
     direct = [float(t["speaker_side_ms"]) for t in measured if t["answered_by"] == "direct"]
     direct_commit = [c for t in per_turn if t["answered_by"] == "direct" and (c := _commit_to_audio(t)) is not None]
     trace = [float(str(t["voice_to_voice_ms"])) for t in per_turn if t["voice_to_voice_ms"] is not None]
+    commit = [c for t in per_turn if (c := _commit_after_speech(t)) is not None]
     stages: dict[str, list[float]] = {}
     for t in per_turn:
         for stage, ms in t["stages_ms"].items():
@@ -188,6 +226,8 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
         "direct_speaker_side_p50_ms": _round(percentile(direct, 50)),
         "direct_commit_to_audio_p50_ms": _round(percentile(direct_commit, 50)),
         "trace_p50_ms": _round(percentile(trace, 50)),
+        "commit_after_speech_p50_ms": _round(percentile(commit, 50)),
+        "commit_after_speech_p95_ms": _round(percentile(commit, 95)),
         "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
         "output_underruns": result.stopped.get("output_underruns"),
         "half_sentence_replies": halves_record(result),
@@ -197,6 +237,17 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
 
 COMMIT_TO_AUDIO = ("recognition", "first_token", "first_clause", "synthesis")
 """The stages from the commit to the reply's first synthesized audio (:data:`edgevoice.trace.STAGES`)."""
+
+
+COMMIT_AFTER_SPEECH = ("endpointing", "capture")
+"""The stages from the visitor's last voiced sample to the turn's commit (:data:`edgevoice.trace.STAGES`)."""
+
+
+def _commit_after_speech(turn: dict[str, Any]) -> float | None:
+    stages = turn["stages_ms"]
+    if not all(stage in stages for stage in COMMIT_AFTER_SPEECH):
+        return None
+    return sum(float(stages[stage]) for stage in COMMIT_AFTER_SPEECH)
 
 
 def _commit_to_audio(turn: dict[str, Any]) -> float | None:
@@ -219,7 +270,8 @@ def _round(value: float | None) -> float | None:
 def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
         "voice-to-voice, whole pipeline (speaker side, ms)",
-        f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'model p50':>11}{'trace p50':>11}  stages p50",
+        f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'direct p50':>12}{'model p50':>11}{'commit p50/95':>15}"
+        f"{'trace p50':>11}  stages p50",
     ]
     for r in rows:
 
@@ -228,11 +280,16 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
 
         stages = ", ".join(f"{k} {v:.0f}" for k, v in r["stages_p50_ms"].items())
         model = f"{fmt(r['model_speaker_side_p50_ms'])} ({r['model_turns']})"
+        direct = f"{fmt(r['direct_speaker_side_p50_ms'])} ({r['direct_turns']})"
+        commit = f"{fmt(r['commit_after_speech_p50_ms'])}/{fmt(r['commit_after_speech_p95_ms'])}"
         lines.append(
             f"{r['variant']:<24}{fmt(r['speaker_side_p50_ms']):>8}{fmt(r['speaker_side_p95_ms']):>8}"
-            f"{fmt(r['ratio']):>8}{model:>11}{fmt(r['trace_p50_ms']):>11}  {stages}"
+            f"{fmt(r['ratio']):>8}{direct:>12}{model:>11}{commit:>15}{fmt(r['trace_p50_ms']):>11}  {stages}"
         )
-    lines.append("model p50: the turns the language model answered (their count in brackets)")
+    lines.append(
+        "direct / model p50: the turns read out from the knowledge / answered by the language model (their count in "
+        "brackets); commit: the visitor's last voiced sample to the turn's commit (endpointing + capture)"
+    )
     return "\n".join(lines)
 
 

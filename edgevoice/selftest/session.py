@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,8 +77,10 @@ def run_session(
     config_path: str | None = None,
     hardware: bool = False,
     progress: Callable[[str], None] = lambda _line: None,
+    utterances: Sequence[Utterance] = (),
 ) -> SessionResult:
-    utterances = pick(turns)
+    """``turns`` of the bundled utterances, or the ``utterances`` given (a benchmark's, all of them)."""
+    utterances = list(utterances) or pick(turns)
     args = ("--config", config_path) if config_path else ()
     if hardware:
         return _hardware_session(utterances, models_dir, args, progress)

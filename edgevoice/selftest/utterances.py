@@ -6,7 +6,7 @@ where the appliance must wait for the rest rather than answer half a question.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -29,6 +29,8 @@ class Utterance:
     said: str
     """The words as spoken, a ``|`` where the speaker pauses."""
     voice: str = KIOSK_VOICE
+    recording: FloatAudio | None = field(default=None, compare=False, repr=False)
+    """The audio when it was rendered for this run (a benchmark's voices), instead of a bundled file."""
 
     @property
     def text(self) -> str:
@@ -46,6 +48,8 @@ class Utterance:
 
     def audio(self) -> FloatAudio:
         """The recording, 16 kHz mono float32."""
+        if self.recording is not None:
+            return self.recording
         ref = resources.files("edgevoice.selftest").joinpath("utterances", f"{self.name}.flac")
         try:
             with resources.as_file(ref) as path:
