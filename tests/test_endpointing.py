@@ -23,6 +23,7 @@ from edgevoice.listen.endpointing import (
     TurnEnd,
     TurnEndReason,
     pause_verdict,
+    sound_decides,
 )
 
 F = 0.032  # Silero VAD: 512 samples at 16 kHz
@@ -144,6 +145,27 @@ def test_a_pause_fuses_the_sound_and_the_words(sound: float, words: float | None
     got = "complete" if decided.p >= cfg.complete_threshold else "unsure" if decided.unsure else "incomplete"
     assert got == decision
     assert decided.max_silence_ms == (cfg.unsure_silence_ms if decided.unsure else cfg.incomplete_max_silence_ms)
+
+
+@pytest.mark.parametrize("words", [None, 0.0, 0.001, 0.004, 0.005, 0.03, 0.099, 0.1, 0.5, 1.0])
+@pytest.mark.parametrize(
+    "cfg", [EndpointingConfig(), EndpointingConfig(text_complete_at=0.0), EndpointingConfig(text_incomplete_below=0.0)]
+)
+def test_the_sound_is_needed_exactly_where_it_can_change_the_verdict(
+    words: float | None, cfg: EndpointingConfig
+) -> None:
+    def outcome(sound: float | None) -> tuple[bool, int, bool]:
+        decided = pause_verdict(sound, words, cfg)
+        return decided.p >= cfg.complete_threshold, decided.max_silence_ms, decided.unsure
+
+    outcomes = {outcome(sound) for sound in (0.0, 0.3, 0.5, 0.7, 0.98, 1.0)}
+    decides = sound_decides(words, cfg)
+    assert decides == (len(outcomes) > 1)
+    if decides:
+        with pytest.raises(ValueError, match="needs Smart Turn"):
+            pause_verdict(None, words, cfg)
+    else:  # asked or not: the same turn end and the same wait
+        assert outcomes == {outcome(None)}
 
 
 def test_without_the_words_tiers_the_sound_decides_and_the_words_only_veto() -> None:

@@ -193,3 +193,26 @@ def test_recognition_runs_while_the_visitor_speaks_and_only_the_tail_is_left(mic
     assert ears.asr.speculations_used == 1
     assert [in_job for in_job, _ in recognizer.heard] == [True, True]
     assert recognizer.heard[-1][1] < (0.5 + 0.7) * RATE
+
+
+@pytest.mark.parametrize(
+    ("p", "words_first", "asked", "reason"),
+    [
+        (0.3, True, False, TurnEndReason.COMPLETE),  # the words end the sentence: Smart Turn would change nothing
+        (0.001, True, False, TurnEndReason.SILENCE_TIMEOUT),  # half a sentence whatever it sounds like
+        (0.03, True, True, TurnEndReason.SILENCE_TIMEOUT),  # unsure words: the sound is asked (0.9: not sure)
+        (0.3, False, True, TurnEndReason.COMPLETE),  # words_first off: both verdicts at every pause, as before
+    ],
+)
+def test_smart_turn_is_asked_only_when_the_words_leave_the_pause_open(
+    mic: SharedRing, p: float, words_first: bool, asked: bool, reason: TurnEndReason
+) -> None:
+    judge = WordsJudge(p)
+    endpoint = EndpointingConfig(text_incomplete_below=0.005, words_first=words_first)
+    ears = listening(mic, judge, endpoint, speculative=True)
+    ears.hear(silence(0.3), speech(1.0), silence(2.0))
+    (turn,) = ears.committed()
+    assert turn.reason is reason
+    assert (ears.smart_turn.calls > 0) is asked
+    assert ears.smart_turn.calls <= 1  # once, early or at the pause, never both
+    assert judge.texts[-1] == "Where is the cafe?"

@@ -82,12 +82,14 @@ TECHNIQUES = (
     Technique("direct answers", "kiosk.direct_answers"),
     Technique("words' end of turn", "endpointing.text_incomplete_below", on=MEASURED_THRESHOLD, off=0.0),
     Technique("words and sound fused", "endpointing.text_complete_at", on=0.1, off=0.0),
+    Technique("words' verdict first", "endpointing.words_first"),
     Technique("a resumed turn rejoined", "endpointing.rejoin_ms", on=1000, off=0),
 )
 """What `edgevoice bench --pipeline --ablation` switches, one at a time: the reply audio made ahead of time, the
 reply begun at the pause, the question put into the model's cache while it is spoken, the knowledge's answers spoken
 without the model, a pause judged by its words as well as its sound, and the two fused (the words deciding first,
-an unsure pause waiting ``unsure_silence_ms``) rather than the words only vetoing, and speech right after a commit
+an unsure pause waiting ``unsure_silence_ms``) rather than the words only vetoing, Smart Turn asked only where the
+words leave the pause open, and speech right after a commit
 going on with the committed turn. A new technique with a switch adds
 one line here (or is named on the command line: ``--ablation section.key``, a true/false key)."""
 

@@ -83,6 +83,10 @@ class EndpointingConfig:
     prefill_while_speaking: bool = True
     """Put each partial transcript of a question bound for the language model into its cache while the visitor
     speaks, so that its reply evaluates only the words said since."""
+    words_first: bool = True
+    """At a pause, take the words' verdict first and ask Smart Turn only when its answer can change the outcome
+    (:func:`sound_decides`): the words decide most pauses alone, and on two cores their verdict and the reply begun
+    after it then do not share the cores with Smart Turn. False: both verdicts side by side, as before."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -110,14 +114,30 @@ class PauseVerdict:
     """Neither complete nor incomplete: the turn ends after ``unsure_silence_ms`` if nothing more is said."""
 
 
-def pause_verdict(sound: float, words: float | None, config: EndpointingConfig) -> PauseVerdict:
-    """Fuse Smart Turn's probability (``sound``) with the words' (``words``; None: not judged) at a pause.
+def sound_decides(words: float | None, config: EndpointingConfig) -> bool:
+    """Whether Smart Turn's verdict can change what :func:`pause_verdict` decides after the words' verdict
+    ``words`` (None: not judged): no when the words are under ``text_incomplete_below`` (incomplete whatever the
+    sound) or, fused, at ``text_complete_at`` or more (complete whatever the sound)."""
+    if words is None or config.text_incomplete_below <= 0.0:
+        return True
+    if words < config.text_incomplete_below:
+        return False
+    return config.text_complete_at <= 0.0 or words < config.text_complete_at
+
+
+def pause_verdict(sound: float | None, words: float | None, config: EndpointingConfig) -> PauseVerdict:
+    """Fuse Smart Turn's probability (``sound``; None: not asked, allowed only where :func:`sound_decides` says it
+    changes nothing) with the words' (``words``; None: not judged) at a pause.
 
     Without words, or with ``text_complete_at`` 0, the sound decides and words under ``text_incomplete_below`` veto
     a complete one. Otherwise the words decide first: under ``text_incomplete_below`` the turn is incomplete, at
     ``text_complete_at`` or more it is complete, and in between it is complete only when the sound is sure
     (``complete_sure``); else it is unsure and ends after ``unsure_silence_ms`` of silence."""
     long = config.incomplete_max_silence_ms
+    if sound is None:
+        if sound_decides(words, config):
+            raise ValueError(f"a pause whose words ({words!r}) leave it open needs Smart Turn's verdict")
+        sound = 1.0  # any: the words decide alone
     if words is None or config.text_incomplete_below <= 0.0:
         return PauseVerdict(sound, long)
     if words < config.text_incomplete_below:

@@ -1,8 +1,10 @@
 """What the visitor's pauses set going: the speculative decode the moment the visitor falls silent, and whether the
-turn is complete at the pause: Smart Turn's verdict on its sound, fused with the words' verdict that the
-recognition worker took on the speculative transcript (:func:`~edgevoice.listen.endpointing.pause_verdict`). Smart
-Turn is asked early, as the visitor falls silent, once the speculative decode is done (the verdict is then ready when
-the pause is long enough), or else at the pause. The turn's assembly (:mod:`edgevoice.live.turn_assembly`) asks it."""
+turn is complete at the pause: the words' verdict that the recognition worker took on the speculative transcript,
+fused with Smart Turn's verdict on its sound (:func:`~edgevoice.listen.endpointing.pause_verdict`). Smart Turn is
+asked only when the words leave the pause open (``[endpointing] words_first``; else always, beside the words), early,
+as the visitor falls silent, once the speculative decode and the words' verdict are done (the verdict is then ready
+when the pause is long enough), or else at the pause. The turn's assembly (:mod:`edgevoice.live.turn_assembly`)
+asks it."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from edgevoice.listen.endpointing import (
     Silence,
     SilenceEnd,
     pause_verdict,
+    sound_decides,
 )
 from edgevoice.listen.streaming_asr import StreamingTranscriber
 from edgevoice.live.events import LoopEvent, StageFailed
@@ -60,6 +63,8 @@ class PauseJudge:
     ) -> None:
         self.turn_model, self.config, self.reply = turn_model, config, reply
         self.asr, self.speculation, self._publish = asr, speculation, publish
+        self._words_first = config.words_first and speculation.judges_words
+        """Smart Turn asked only when the words' verdict leaves the pause open (``[endpointing] words_first``)."""
         self._early_verdict: float | None = None
         """Smart Turn's verdict taken when the visitor fell silent, for the pause that follows (None: none)."""
         self._silence_audio: list[AudioChunk] | None = None
@@ -87,9 +92,9 @@ class PauseJudge:
             self._still_silent(frame)
 
     def _still_silent(self, frame: AudioChunk) -> None:
-        """A ``frame`` of the silence: once the speculative decode is done, Smart Turn's verdict on the
-        turn as it was when the visitor fell silent, the silence still to come as zeros (taken before the pause is
-        long enough, the verdict is ready when it is)."""
+        """A ``frame`` of the silence: once the speculative decode is done (and, words first, the words' verdict on
+        it is in and leaves the pause open), Smart Turn's verdict on the turn as it was when the visitor fell silent,
+        the silence still to come as zeros (taken before the pause is long enough, the verdict is ready when it is)."""
         if not (
             self.speculation.valid
             and self._early_verdict is None
@@ -97,6 +102,12 @@ class PauseJudge:
             and self.speculation.is_decoded
         ):
             return
+        if self._words_first:
+            if not self.speculation.judged.is_set():
+                return  # the words' verdict is being taken: it may make the sound's moot
+            if not sound_decides(self.speculation.words_complete, self.config):
+                self._silence_audio = None  # the words decide this pause alone
+                return
         silence = np.zeros(int(self.config.silence_ms * SAMPLE_RATE / 1000) - len(frame), np.float32)
         silent = AudioChunk(silence, frame.end)
         self._early_verdict = self._turn_probability(AudioChunk.join([*self._silence_audio, silent]))
@@ -106,17 +117,21 @@ class PauseJudge:
         """Turn ``turn_id`` (its ``frames`` so far) at a pause (``valid``: the speculative decode begun at the
         silence stands)."""
         early, self._early_verdict = self._early_verdict, None
-        if early is not None and valid:  # asked at the silence's onset, nothing said since
-            p = early
-        else:
-            if valid and not self.reply.replying:
-                # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two threads on a
-                # small machine; one after the other both are done sooner
-                self.speculation.wait_decoded(SPECULATION_WAIT_S)
-            p = self._turn_probability(AudioChunk.join(frames))
-        words = self._words_probability()
+        words = self._words_probability() if self._words_first else None
+        p: float | None = None
+        if not self._words_first or sound_decides(words, self.config):
+            if early is not None and valid:  # asked at the silence's onset, nothing said since
+                p = early
+            else:
+                if valid and not self.reply.replying:
+                    # the speculative decode still runs: Smart Turn beside it would slow whisper.cpp's two threads
+                    # on a small machine; one after the other both are done sooner
+                    self.speculation.wait_decoded(SPECULATION_WAIT_S)
+                p = self._turn_probability(AudioChunk.join(frames))
+        if not self._words_first:
+            words = self._words_probability()
         decided = pause_verdict(p, words, self.config)
-        if p >= self.config.complete_threshold > decided.p and not decided.unsure:
+        if p is not None and p >= self.config.complete_threshold > decided.p and not decided.unsure:
             log.info("turn %d: sounds complete (%.2f), but its words do not end a sentence (%.3f): %r",
                      turn_id, p, words, self.speculation.transcript)  # fmt: skip
         elif decided.unsure:
