@@ -223,18 +223,24 @@ def test_the_summary_tells_each_turns_voice_and_the_commit_after_the_last_word()
     spoken = [Utterance("w", "Where is the whale skeleton?", "festival-kal", recording=np.zeros(1, np.float32))]
     stages = {"endpointing": 260.0, "capture": 90.0, "recognition": 5.0}
     result = SessionResult(
-        turns=[{"transcript": "Where is the whale skeleton?", "voice_to_voice_ms": 500.0, "stages_ms": stages}],
-        speaker_side_s=[0.55],
-        utterances=spoken,
+        turns=[
+            {"transcript": "Where is the whale skeleton?", "voice_to_voice_ms": 500.0, "stages_ms": stages},
+            {"transcript": "Is it free?", "reason": "silence_timeout", "stages_ms": {}},
+            {"transcript": "Where can I leave my coat?", "reason": "silence_timeout", "stages_ms": {}},
+        ],
+        speaker_side_s=[0.55, None, None],
+        utterances=[*spoken, spoken[0], Utterance("c", "Where can I leave | my coat?", "hibari-heart")],
     )
     row = summarize(Variant("configured", {}), result, kiosk)
 
     assert row["per_turn"][0]["voice"] == "festival-kal"
     assert row["per_turn"][0]["said"] == "Where is the whale skeleton?"
     assert row["commit_after_speech_p50_ms"] == 350.0
-    assert row["direct_turns"] == 1 and row["direct_speaker_side_p50_ms"] == 550.0
+    # a whole question ended by the longer silence waited; one said with a pause in it may rightly wait
+    assert (row["whole_questions_waited"], row["whole_questions"]) == (1, 2)
+    assert row["direct_turns"] == 2 and row["direct_speaker_side_p50_ms"] == 550.0  # the one measured
     row["ratio"] = 1.0
-    assert "350/350" in format_pipeline([row])
+    assert "350/350" in format_pipeline([row]) and "1/2" in format_pipeline([row])
 
 
 def test_bench_pipeline_with_voices_answers_the_sample_venues_questions_spoken_by_them(

@@ -199,6 +199,8 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
                 "said": None if utterance is None else utterance.text,
                 "voice": None if utterance is None else utterance.voice,
                 "transcript": transcript,
+                "reason": turn.get("reason"),
+                "whole": None if utterance is None else not utterance.paused,
                 "answered_by": answered_by(kiosk, transcript) if transcript else None,
                 "speaker_side_ms": None if side is None else round(side * 1000, 1),
                 "voice_to_voice_ms": turn.get("voice_to_voice_ms"),
@@ -230,6 +232,8 @@ def summarize(variant: Variant, result: SessionResult, kiosk: Kiosk) -> dict[str
         "trace_p50_ms": _round(percentile(trace, 50)),
         "commit_after_speech_p50_ms": _round(percentile(commit, 50)),
         "commit_after_speech_p95_ms": _round(percentile(commit, 95)),
+        "whole_questions_waited": sum(t["whole"] is True and t["reason"] not in (None, "complete") for t in per_turn),
+        "whole_questions": sum(t["whole"] is True for t in per_turn),
         "stages_p50_ms": {k: round(statistics.median(v), 1) for k, v in stages.items()},
         "output_underruns": result.stopped.get("output_underruns"),
         "half_sentence_replies": halves_record(result),
@@ -273,7 +277,7 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
         "voice-to-voice, whole pipeline (speaker side, ms)",
         f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'direct p50':>12}{'model p50':>11}{'commit p50/95':>15}"
-        f"{'trace p50':>11}  stages p50",
+        f"{'waited':>8}{'trace p50':>11}  stages p50",
     ]
     for r in rows:
 
@@ -284,13 +288,15 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
         model = f"{fmt(r['model_speaker_side_p50_ms'])} ({r['model_turns']})"
         direct = f"{fmt(r['direct_speaker_side_p50_ms'])} ({r['direct_turns']})"
         commit = f"{fmt(r['commit_after_speech_p50_ms'])}/{fmt(r['commit_after_speech_p95_ms'])}"
+        waited = f"{r['whole_questions_waited']}/{r['whole_questions']}"
         lines.append(
             f"{r['variant']:<24}{fmt(r['speaker_side_p50_ms']):>8}{fmt(r['speaker_side_p95_ms']):>8}"
-            f"{fmt(r['ratio']):>8}{direct:>12}{model:>11}{commit:>15}{fmt(r['trace_p50_ms']):>11}  {stages}"
+            f"{fmt(r['ratio']):>8}{direct:>12}{model:>11}{commit:>15}{waited:>8}{fmt(r['trace_p50_ms']):>11}  {stages}"
         )
     lines.append(
         "direct / model p50: the turns read out from the knowledge / answered by the language model (their count in "
-        "brackets); commit: the visitor's last voiced sample to the turn's commit (endpointing + capture)"
+        "brackets); commit: the visitor's last voiced sample to the turn's commit (endpointing + capture); waited: "
+        "questions said without a pause whose turn waited for a longer silence (not ended at the pause) / all of them"
     )
     return "\n".join(lines)
 
