@@ -274,9 +274,10 @@ def _round(value: float | None) -> float | None:
 
 
 def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
+    width = max([24, *(len(r["variant"]) + 2 for r in rows)])
     lines = [
         "voice-to-voice, whole pipeline (speaker side, ms)",
-        f"{'variant':<24}{'p50':>8}{'p95':>8}{'ratio':>8}{'direct p50':>12}{'model p50':>11}{'commit p50/95':>15}"
+        f"{'variant':<{width}}{'p50':>8}{'p95':>8}{'ratio':>8}{'direct p50':>12}{'model p50':>11}{'commit p50/95':>15}"
         f"{'waited':>8}{'trace p50':>11}  stages p50",
     ]
     for r in rows:
@@ -290,7 +291,7 @@ def format_pipeline(rows: Sequence[dict[str, Any]]) -> str:
         commit = f"{fmt(r['commit_after_speech_p50_ms'])}/{fmt(r['commit_after_speech_p95_ms'])}"
         waited = f"{r['whole_questions_waited']}/{r['whole_questions']}"
         lines.append(
-            f"{r['variant']:<24}{fmt(r['speaker_side_p50_ms']):>8}{fmt(r['speaker_side_p95_ms']):>8}"
+            f"{r['variant']:<{width}}{fmt(r['speaker_side_p50_ms']):>8}{fmt(r['speaker_side_p95_ms']):>8}"
             f"{fmt(r['ratio']):>8}{direct:>12}{model:>11}{commit:>15}{waited:>8}{fmt(r['trace_p50_ms']):>11}  {stages}"
         )
     lines.append(
