@@ -233,3 +233,31 @@ def test_a_number_is_supported_only_where_the_evidence_gives_it_for_that_subject
 ) -> None:
     kiosk, _ = _office()
     assert kiosk.check.supported(reply, question, kiosk.entries) is supported
+
+
+TRAVEL = """
+[[qa]]
+question = "How do I get to the airport?"
+answer = "The airport shuttle leaves every hour and costs 12 euros per person. A taxi takes about 25 minutes."
+
+[[qa]]
+question = "Can I rent a bicycle?"
+answer = "City bikes cost 25 euros a day at the front desk."
+"""
+
+
+@pytest.mark.parametrize(
+    ("question", "reply", "supported"),
+    [
+        # the taxi's 25 is minutes; the 25 euros are the bikes': no sentence gives the taxi 25 euros
+        ("How much does a taxi to the airport cost?", "A taxi to the airport costs 25 euros.", False),
+        ("How long does a taxi to the airport take?", "A taxi takes about 25 minutes.", True),
+        ("How long does the taxi take?", "About 25 minutes.", True),
+        ("How long does a taxi to the airport take?", "About 25 hours.", False),
+        ("How much is a city bike?", "City bikes cost 25 euros a day.", True),
+        ("How much is the airport shuttle?", "The shuttle costs 12 euros per person.", True),
+    ],
+)
+def test_a_number_keeps_the_unit_the_evidence_gives_it_in(question: str, reply: str, supported: bool) -> None:
+    kiosk = Kiosk("You are Ada, the front desk assistant.", TRAVEL)
+    assert kiosk.check.supported(reply, question, kiosk.entries) is supported

@@ -49,6 +49,8 @@ entry giving it lacks (one is let through: "a pass for my grandmother?" "Over-65
 MEASURE_WORDS = frozenset(terms(" ".join(data.words("en/measure_words.txt"))))
 """Words around a number that say what kind of value it is, not what it is about ("euros", "per", "hour":
 ``edgevoice/data/en/measure_words.txt``)."""
+UNITS = {word: i for i, line in enumerate(data.words("en/units.txt")) for word in fold(line).split()}
+"""Each unit's spellings (folded) to the unit's line in ``edgevoice/data/en/units.txt``."""
 FOREIGN_SUBJECT_WORDS = 1
 """A number is on another subject than the evidence sentence that gives it when the reply's sentence or its question
 names this many subject words the knowledge uses elsewhere and that sentence (with its entry's question) lacks."""
@@ -122,6 +124,21 @@ def _stated(text: str) -> set[tuple[str, bool]]:
     """The numbers of ``text`` (also in words), as compared, each with whether it is an ordinal: "the 4th row" gives
     a position, not a count of rows."""
     return {(_value(m.group(0)), bool(_ORDINAL.match(m.group(0)))) for m in _NUMERIC.finditer(fold(as_digits(text)))}
+
+
+def _measure(text: str, value: str) -> set[int]:
+    """The units (:data:`UNITS`, by line) right after ``value`` in ``text``: what it measures there."""
+    return {
+        UNITS[m.group(2)]
+        for m in _COUNTED.finditer(fold(as_digits(text)))
+        if m.group(2) in UNITS and _value(m.group(1)) == value
+    }
+
+
+def _same_measure(said: Set[int], given: Set[int]) -> bool:
+    """Whether a value said in the units ``said`` may be the one given in ``given``: either names none, or they
+    share one."""
+    return not said or not given or bool(said & given)
 
 
 def _gives(value: str, entry_words: Set[str]) -> bool:
@@ -278,15 +295,18 @@ class ReplyCheck:
             self._known_terms[term] = term in self._topics or any(near(term, v) for v in self._topics)
         return self._known_terms[term]
 
-    def _given_in(self, value: tuple[str, bool], evidence: Sequence[Entry]) -> list[set[str]]:
-        """The subject words of each evidence sentence that states ``value`` (an ordinal only as an ordinal), each with
-        its entry's question and keywords (the entry's topic)."""
+    def _given_in(
+        self, value: tuple[str, bool], evidence: Sequence[Entry], measure: Set[int] = frozenset()
+    ) -> list[set[str]]:
+        """The subject words of each evidence sentence that states ``value`` (an ordinal only as an ordinal; with a
+        ``measure``, the units after it in the reply, not with another unit: "25 minutes" gives no "25 euros"), each
+        with its entry's question and keywords (the entry's topic)."""
         out = []
         for entry in evidence:
             topic = " ".join((entry.question, *entry.keywords))
             own = self.subject_terms(topic)
             for unit in (*_SENTENCE.findall(entry.answer), topic):
-                if value in _stated(unit):
+                if value in _stated(unit) and _same_measure(measure, _measure(unit, value[0])):
                     out.append(own | self.subject_terms(unit))
         return out
 
@@ -301,9 +321,11 @@ class ReplyCheck:
         wanted = named | self.subject_terms(question)
         out = []
         for value in sorted(_stated(sentence)):
-            units = self._given_in(value, evidence)
+            units = self._given_in(value, evidence, _measure(sentence, value[0]))
             if not units:
-                if not value[1] and self._given_in((value[0], True), evidence):
+                if self._given_in(value, evidence):
+                    out.append(value[0])  # "25 euros" from "25 minutes": given, but as another kind of value
+                elif not value[1] and self._given_in((value[0], True), evidence):
                     out.append(value[0])  # "4 rows" from "the 4th row": a position is no count
                 continue
 
