@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from edgevoice.audio.ring import SharedRing
+from edgevoice.audio.silence import Silence
 
 _NOTHING = np.zeros(0, dtype=np.float32)
 _NOTHING.flags.writeable = False
@@ -27,13 +28,7 @@ class PlaybackControl:
         """Samples handed to the device (flushed ones excluded): the playback-stream position."""
         self.expect_audio = False
         """True while a reply is being synthesized: running dry then is an underrun (an audible gap)."""
-        self._silence = np.zeros(0, dtype=np.float32)
-
-    def _zeros(self, n: int) -> np.ndarray:
-        if len(self._silence) < n:
-            self._silence = np.zeros(n, dtype=np.float32)
-            self._silence.flags.writeable = False
-        return self._silence[:n]
+        self._zeros = Silence()
 
     def request_flush(self) -> None:
         self._flush = True

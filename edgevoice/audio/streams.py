@@ -32,6 +32,7 @@ from edgevoice.audio import SAMPLE_RATE
 from edgevoice.audio.devices import DeviceInfo as DeviceInfo  # re-exported: part of this module's API
 from edgevoice.audio.devices import SampleFormat
 from edgevoice.audio.devices import list_devices as list_devices
+from edgevoice.audio.silence import Silence
 from edgevoice.audio.stream_common import INPUT_OVERFLOW, OUTPUT_UNDERFLOW, PA_ABORT, PA_CONTINUE, Stream
 from edgevoice.audio.stream_common import StreamStats as StreamStats  # re-exported: part of this module's API
 from edgevoice.audio.timing import LINE_MOVED_S, OutputTiming, PullLog, SampleAnchor
@@ -154,7 +155,8 @@ class OutputStream(Stream):
         self._line: float | None = None
         """The DAC line as of this callback (its offset), for the DAC times of the samples it pulls."""
         self._was_audible = False
-        self._silence = np.zeros(0, np.float32)
+        self._zeros = Silence()
+        """``n`` samples of silence, read only, made again only when a longer block is asked for."""
         self._silent_bytes = b""
         self._open(device, rate, frame_ms, sample_format, channels)
         self._pull_block = max(1, round(source_rate * frame_ms / 1000))
@@ -229,13 +231,6 @@ class OutputStream(Stream):
         dac = self._line + self._log.pulled / self.source_rate
         self._log.add(n, len(got), self._callback_start, dac)
         return got if len(got) == n else np.concatenate((got, np.zeros(n - len(got), np.float32)))
-
-    def _zeros(self, n: int) -> FloatAudio:
-        """``n`` samples of silence, read only, made again only when a longer block is asked for."""
-        if len(self._silence) < n:
-            self._silence = np.zeros(n, np.float32)
-            self._silence.flags.writeable = False
-        return self._silence[:n]
 
     def _render(self, n: int) -> FloatAudio:
         if self._resampler is None:

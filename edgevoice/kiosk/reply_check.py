@@ -92,12 +92,17 @@ _COUNTED = re.compile(r"(?<![a-z0-9])(\d[a-z0-9]*(?:[.:,]\d+)*)\s+([a-z][a-z'-]*
 """A number and the word right after it: what it counts or measures ("40 people", "3 meeting rooms")."""
 
 
+def _after_numbers(text: str) -> list[tuple[str, str]]:
+    """Each number of ``text`` (also in words), as compared, with the folded word right after it."""
+    return [(_value(m.group(1)), m.group(2)) for m in _COUNTED.finditer(fold(as_digits(text)))]
+
+
 def _counted(text: str) -> dict[str, set[str]]:
     """Each number of ``text`` (also in words), as compared, with the search terms of the words it counts (a stop word
     after it, as in "7 for children", counts nothing)."""
     out: dict[str, set[str]] = {}
-    for m in _COUNTED.finditer(fold(as_digits(text))):
-        out.setdefault(_value(m.group(1)), set()).update(terms(m.group(2)))
+    for value, word in _after_numbers(text):
+        out.setdefault(value, set()).update(terms(word))
     return out
 
 
@@ -128,11 +133,7 @@ def _stated(text: str) -> set[tuple[str, bool]]:
 
 def _measure(text: str, value: str) -> set[int]:
     """The units (:data:`UNITS`, by line) right after ``value`` in ``text``: what it measures there."""
-    return {
-        UNITS[m.group(2)]
-        for m in _COUNTED.finditer(fold(as_digits(text)))
-        if m.group(2) in UNITS and _value(m.group(1)) == value
-    }
+    return {UNITS[word] for number, word in _after_numbers(text) if number == value and word in UNITS}
 
 
 def _same_measure(said: Set[int], given: Set[int]) -> bool:
